@@ -1,0 +1,151 @@
+//! [`Builder`]: spawning a task with options, and the [`go!`](crate::go) macro.
+
+use crate::error::SpawnError;
+use crate::join::JoinHandle;
+use crate::scheduler::{current_or_default_shared, Scheduler};
+
+/// Options for one task: name, stack size, pin, scheduler.
+///
+/// ```
+/// let sched = gofer::Scheduler::builder().min_threads(2).build()?;
+/// let h = gofer::Builder::new()
+///     .name("adder")
+///     .stack_size(64 * 1024)
+///     .pin(0)
+///     .scheduler(&sched)
+///     .spawn(|| 40 + 2)?;
+/// assert_eq!(h.join().unwrap(), 42);
+/// sched.shutdown();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+#[must_use = "a builder does nothing until spawn() is called"]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+    pin: Option<usize>,
+    scheduler: Option<Scheduler>,
+}
+
+impl Builder {
+    /// A builder with no options set: unnamed, the scheduler's stack size,
+    /// not pinned, on the current task's scheduler (else the default one).
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the task (shown in stack overflow reports and
+    /// [`current_name`](crate::current_name)).
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The task's stack size in bytes, rounded up to whole pages; accepted
+    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE) to
+    /// [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Pins the task to core Processer `index` (`0..min_threads`): it runs
+    /// only on that thread and is never stolen or rescued. Use this for code
+    /// that relies on thread-local state across yields.
+    pub fn pin(mut self, index: usize) -> Builder {
+        self.pin = Some(index);
+        self
+    }
+
+    /// The scheduler to spawn on.
+    pub fn scheduler(mut self, sched: &Scheduler) -> Builder {
+        self.scheduler = Some(sched.clone());
+        self
+    }
+
+    /// Spawns `f` as a task.
+    ///
+    /// Errors: a stack size out of range, a pin to a Processer that does not
+    /// exist, a scheduler that is shutting down, no stack memory left, or a
+    /// default scheduler that cannot start.
+    pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let shared = match &self.scheduler {
+            Some(s) => s.shared().clone(),
+            None => current_or_default_shared()?,
+        };
+        shared.spawn(self.name, self.stack_size, self.pin, f)
+    }
+}
+
+/// Spawns a closure as a task on the current task's scheduler (else the
+/// default scheduler) and returns its [`JoinHandle`].
+///
+/// # Panics
+/// If the task cannot be spawned; use [`Builder::spawn`] to get the
+/// [`SpawnError`] instead.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new()
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("gofer: cannot spawn a task: {e}"))
+}
+
+/// Spawns a task; the coroutine counterpart of `std::thread::spawn`.
+///
+/// Options come first, in any order, each `key = value,`: `name`,
+/// `stack_size`, `pin`, `scheduler` (a `&Scheduler`). Without `scheduler`
+/// the task goes to the current task's scheduler, else the default one.
+///
+/// ```
+/// use gofer::go;
+/// let sched = gofer::Scheduler::builder().min_threads(2).build().unwrap();
+/// let a = go!(scheduler = &sched, || 1);
+/// let b = go!(name = "reader", stack_size = 64 << 10, scheduler = &sched, move || 2);
+/// assert_eq!(a.join().unwrap() + b.join().unwrap(), 3);
+/// sched.shutdown();
+/// ```
+///
+/// The closure must be `Send + 'static`, like a thread's:
+///
+/// ```compile_fail
+/// use std::rc::Rc;
+/// let rc = Rc::new(1);
+/// let h = gofer::go!(move || *rc + 1); // Rc is not Send
+/// ```
+///
+/// # Panics
+/// If the task cannot be spawned (see [`Builder::spawn`] for the error).
+#[macro_export]
+macro_rules! go {
+    ($($body:tt)+) => {
+        $crate::__go_opts!(($crate::Builder::new()) $($body)+)
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __go_opts {
+    (($b:expr) name = $v:expr, $($rest:tt)+) => {
+        $crate::__go_opts!(($b.name($v)) $($rest)+)
+    };
+    (($b:expr) stack_size = $v:expr, $($rest:tt)+) => {
+        $crate::__go_opts!(($b.stack_size($v)) $($rest)+)
+    };
+    (($b:expr) pin = $v:expr, $($rest:tt)+) => {
+        $crate::__go_opts!(($b.pin($v)) $($rest)+)
+    };
+    (($b:expr) scheduler = $v:expr, $($rest:tt)+) => {
+        $crate::__go_opts!(($b.scheduler($v)) $($rest)+)
+    };
+    (($b:expr) $f:expr) => {
+        $b.spawn($f)
+            .unwrap_or_else(|e| ::std::panic!("gofer: go!: cannot spawn a task: {}", e))
+    };
+}

@@ -1,0 +1,1 @@
+//! Channels that park tasks (and block threads), with `select!`.

@@ -1,0 +1,133 @@
+//! Switching between a Processer and a task's coroutine.
+//!
+//! A Processer thread runs on its own (thread) stack. To run a task it
+//! `resume`s the task's [`Context`]; the task runs until it calls
+//! [`suspend`], which resumes the Processer's context with a [`Suspend`]
+//! reason in the transfer's data word. The Processer then decides what to do
+//! with the task (requeue, park, free).
+//!
+//! ```text
+//!   Processer stack                      task stack
+//!   ---------------                      ----------
+//!   run_task()
+//!     ctx.resume(entry slot) ----------> entry(): take closure, run it
+//!                                          ... suspend(Yield)
+//!     <--------- Transfer{task ctx, Yield}
+//!   requeue; later, maybe on
+//!   another thread:
+//!     ctx.resume(0) -------------------> suspend() returns; saves the new
+//!                                          Processer's context in *its* TLS
+//! ```
+//!
+//! The Processer's own context is kept in a thread-local slot: a task that
+//! suspends always switches to the Processer of the thread it is running on,
+//! which changes when the task migrates. Every thread-local access on this
+//! path goes through an `#[inline(never)]` function: the compiler assumes the
+//! thread pointer is constant within a function, and a coroutine that
+//! resumes on another thread would otherwise reuse the old thread's TLS
+//! address.
+//!
+//! A panic never crosses a context switch: the task's closure runs inside
+//! `catch_unwind` (see `join.rs`), and `entry` aborts if anything still
+//! unwinds to it, since unwinding into the `extern "C"` frame is undefined.
+
+use std::cell::Cell;
+
+use context::{Context, Transfer};
+
+/// Why a task switched out; travels in the transfer's data word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub(crate) enum Suspend {
+    /// Runnable again: put it at the back of the queue.
+    Yield = 0,
+    /// Wants to park: the Processer attempts `EMPTY -> PARKED`.
+    Park = 1,
+    /// Finished: the stack may be recycled.
+    Done = 2,
+}
+
+impl Suspend {
+    fn from_usize(v: usize) -> Suspend {
+        match v {
+            0 => Suspend::Yield,
+            1 => Suspend::Park,
+            2 => Suspend::Done,
+            _ => unreachable!("bad suspend reason {v}"),
+        }
+    }
+}
+
+/// What the Processer hands a coroutine on its first resume: the closure to
+/// run. Lives on the Processer's stack for the duration of the first switch.
+pub(crate) type EntrySlot = Option<Box<dyn crate::join::TaskEntry>>;
+
+thread_local! {
+    /// The context of the Processer loop on this thread, while a task runs.
+    static PROC_CTX: Cell<Option<Context>> = const { Cell::new(None) };
+}
+
+#[inline(never)]
+fn save_proc_ctx(ctx: Context) {
+    PROC_CTX.with(|c| c.set(Some(ctx)));
+}
+
+#[inline(never)]
+fn take_proc_ctx() -> Context {
+    PROC_CTX
+        .with(|c| c.take())
+        .expect("gofer: suspend called outside a task")
+}
+
+/// The first frame of every coroutine.
+extern "C" fn entry(t: Transfer) -> ! {
+    save_proc_ctx(t.context);
+    // SAFETY: the Processer passed a pointer to an EntrySlot on its own stack
+    // and stays suspended inside `resume` until we switch back, so the slot
+    // is alive and nobody else touches it until then.
+    let job = unsafe { (*(t.data as *mut EntrySlot)).take() };
+    if let Some(job) = job {
+        // `run` catches panics; this outer guard only protects the invariant
+        // that nothing unwinds into this extern "C" frame.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || job.run())).is_err() {
+            crate::overflow::fatal("a panic escaped a task's root frame");
+        }
+    }
+    suspend(Suspend::Done);
+    crate::overflow::fatal("a finished task was resumed");
+}
+
+/// Makes a fresh coroutine context on `stack`.
+pub(crate) fn make_context(stack: &crate::stack::StackMem) -> Context {
+    let s = stack.as_context_stack();
+    // SAFETY: the StackMem outlives the Context: both live in the task's
+    // RunState, and the Processer drops the stack only after the task is
+    // done (it never resumes a Done context).
+    unsafe { Context::new(&s, entry) }
+}
+
+/// Switches from the Processer into a task. `data` is a pointer to an
+/// [`EntrySlot`] on the first resume and ignored afterwards. Returns the
+/// task's saved context and why it switched out.
+///
+/// # Safety
+/// `ctx` must be a suspended task context whose stack is alive, and the
+/// caller must hold the task's execution right.
+pub(crate) unsafe fn resume(ctx: Context, data: usize) -> (Context, Suspend) {
+    // SAFETY: guaranteed by the caller.
+    let t = unsafe { ctx.resume(data) };
+    (t.context, Suspend::from_usize(t.data))
+}
+
+/// Switches from the running task back to its Processer.
+///
+/// Returns when a Processer (possibly on another thread) resumes the task.
+#[inline(never)]
+pub(crate) fn suspend(reason: Suspend) {
+    let ctx = take_proc_ctx();
+    // SAFETY: `ctx` is this thread's Processer loop, suspended in `resume`
+    // waiting for us; it is alive for as long as the thread runs tasks.
+    let t = unsafe { ctx.resume(reason as usize) };
+    // Possibly a different thread now: re-read its TLS (inline(never)).
+    save_proc_ctx(t.context);
+}

@@ -1,0 +1,280 @@
+//! Error types: what went wrong, and the accepted range where there is one.
+//!
+//! Every error here has a `Display` that a user can act on without reading
+//! the source: it names the setting or resource and says what would be
+//! accepted instead.
+
+use std::any::Any;
+use std::fmt;
+use std::time::Duration;
+
+/// A [`SchedulerBuilder`](crate::SchedulerBuilder) setting, or an environment
+/// variable feeding the default scheduler, is out of range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `max_threads` is smaller than `min_threads` once `0` has been resolved
+    /// to the number of CPUs.
+    MaxBelowMin {
+        /// The resolved `min_threads`.
+        min: usize,
+        /// The requested `max_threads`.
+        max: usize,
+    },
+    /// A stack size below [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE) or above
+    /// [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE).
+    StackSize {
+        /// The requested size in bytes.
+        requested: usize,
+    },
+    /// A duration setting was zero; the name is the builder method.
+    ZeroDuration {
+        /// The builder method that received the zero duration.
+        setting: &'static str,
+    },
+    /// An environment variable read for the default scheduler is malformed.
+    Env {
+        /// The variable's name.
+        var: &'static str,
+        /// Its value as found.
+        value: String,
+    },
+    /// The thread name given to the builder contains a NUL byte.
+    Name(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::MaxBelowMin { min, max } => write!(
+                f,
+                "max_threads ({max}) is below min_threads ({min}); \
+                 max_threads must be at least min_threads (0 means the number of CPUs)"
+            ),
+            ConfigError::StackSize { requested } => write!(
+                f,
+                "stack size {requested} bytes is out of range; accepted: {} to {} bytes",
+                crate::MIN_STACK_SIZE,
+                crate::MAX_STACK_SIZE
+            ),
+            ConfigError::ZeroDuration { setting } => {
+                write!(f, "{setting} must be a non-zero duration")
+            }
+            ConfigError::Env { var, value } => write!(
+                f,
+                "environment variable {var}={value:?} is not valid; \
+                 expected a whole number of threads (0 means the number of CPUs)"
+            ),
+            ConfigError::Name(name) => {
+                write!(f, "thread name {name:?} contains a NUL byte")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Why [`Builder::spawn`](crate::Builder::spawn) could not start a task.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The requested stack size is out of range.
+    StackSize {
+        /// The requested size in bytes.
+        requested: usize,
+    },
+    /// The operating system refused memory for another coroutine stack.
+    ///
+    /// With guarded stacks every stack costs two memory mappings, so the
+    /// kernel's `vm.max_map_count` caps the number of live tasks (about
+    /// 32,000 at the usual 65,530). Finish or free tasks, or raise the limit.
+    StackExhausted {
+        /// Live stacks owned by the scheduler when the failure was seen.
+        live_stacks: usize,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// `pin(n)` named a Processer that does not exist; pinning is to one of
+    /// the `min_threads` core Processers.
+    InvalidPin {
+        /// The requested Processer index.
+        requested: usize,
+        /// The number of core Processers (valid indices are `0..core`).
+        core: usize,
+    },
+    /// The scheduler is shutting down or has shut down.
+    Shutdown,
+    /// The default scheduler could not be started.
+    DefaultScheduler(ConfigError),
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::StackSize { requested } => write!(
+                f,
+                "stack size {requested} bytes is out of range; accepted: {} to {} bytes",
+                crate::MIN_STACK_SIZE,
+                crate::MAX_STACK_SIZE
+            ),
+            SpawnError::StackExhausted {
+                live_stacks,
+                source,
+            } => write!(
+                f,
+                "cannot allocate a coroutine stack ({source}) with {live_stacks} stacks live; \
+                 guarded stacks cost two memory mappings each and vm.max_map_count caps them \
+                 (about 32k at 65530): let tasks finish or raise vm.max_map_count"
+            ),
+            SpawnError::InvalidPin { requested, core } => write!(
+                f,
+                "cannot pin to Processer {requested}: this scheduler has {core} core Processers \
+                 (valid: 0..{core})"
+            ),
+            SpawnError::Shutdown => write!(f, "the scheduler is shutting down"),
+            SpawnError::DefaultScheduler(e) => {
+                write!(f, "cannot start the default scheduler: {e}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SpawnError::StackExhausted { source, .. } => Some(source),
+            SpawnError::DefaultScheduler(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// [`Scheduler::shutdown_timeout`](crate::Scheduler::shutdown_timeout) gave up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShutdownError {
+    /// Tasks were still alive when the timeout ran out. The scheduler keeps
+    /// running them; calling `shutdown` again waits for them.
+    TimedOut {
+        /// How long was waited.
+        waited: Duration,
+        /// Tasks spawned and not yet finished.
+        alive: usize,
+    },
+    /// Called from a task of the same scheduler: that task can never finish
+    /// while it waits for every task to finish.
+    FromOwnTask,
+}
+
+impl fmt::Display for ShutdownError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShutdownError::TimedOut { waited, alive } => write!(
+                f,
+                "shutdown timed out after {waited:?} with {alive} task(s) still alive"
+            ),
+            ShutdownError::FromOwnTask => write!(
+                f,
+                "shutdown called from a task of the same scheduler, which would wait for itself"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ShutdownError {}
+
+/// A joined task did not produce its value.
+pub struct JoinError {
+    repr: JoinErrorRepr,
+}
+
+enum JoinErrorRepr {
+    Panic(Box<dyn Any + Send + 'static>),
+    StackExhausted(std::io::Error),
+}
+
+impl JoinError {
+    pub(crate) fn panic(payload: Box<dyn Any + Send + 'static>) -> JoinError {
+        JoinError {
+            repr: JoinErrorRepr::Panic(payload),
+        }
+    }
+
+    pub(crate) fn stack_exhausted(e: std::io::Error) -> JoinError {
+        JoinError {
+            repr: JoinErrorRepr::StackExhausted(e),
+        }
+    }
+
+    /// Whether the task panicked.
+    pub fn is_panic(&self) -> bool {
+        matches!(self.repr, JoinErrorRepr::Panic(_))
+    }
+
+    /// Whether the task never ran because no stack could be allocated for it.
+    pub fn is_stack_exhausted(&self) -> bool {
+        matches!(self.repr, JoinErrorRepr::StackExhausted(_))
+    }
+
+    /// The original panic payload, for `std::panic::resume_unwind` or
+    /// inspection.
+    ///
+    /// # Panics
+    /// If the error is not a panic (see [`is_panic`](Self::is_panic)).
+    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
+        match self.repr {
+            JoinErrorRepr::Panic(p) => p,
+            JoinErrorRepr::StackExhausted(_) => {
+                panic!("JoinError::into_panic called on a non-panic error: {self}")
+            }
+        }
+    }
+
+    /// The original panic payload, or `Err(self)` if the task did not panic.
+    pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
+        match self.repr {
+            JoinErrorRepr::Panic(p) => Ok(p),
+            repr => Err(JoinError { repr }),
+        }
+    }
+}
+
+/// The message of a panic payload, when it is a string.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<&'static str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            JoinErrorRepr::Panic(p) => f
+                .debug_tuple("JoinError::Panic")
+                .field(&panic_message(p.as_ref()).unwrap_or("<non-string payload>"))
+                .finish(),
+            JoinErrorRepr::StackExhausted(e) => {
+                f.debug_tuple("JoinError::StackExhausted").field(e).finish()
+            }
+        }
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            JoinErrorRepr::Panic(p) => match panic_message(p.as_ref()) {
+                Some(m) => write!(f, "task panicked: {m}"),
+                None => write!(f, "task panicked"),
+            },
+            JoinErrorRepr::StackExhausted(e) => write!(
+                f,
+                "task never ran: no stack could be allocated for it ({e}); \
+                 guarded stacks are capped by vm.max_map_count"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}

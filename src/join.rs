@@ -1,0 +1,200 @@
+//! [`JoinHandle`]: waiting for a task's result, and the type-erased entry
+//! that runs the user's closure at the root of the coroutine.
+//!
+//! # The join state machine (`JoinInner::state`)
+//!
+//! Two bits in one atomic byte: `DONE` (the result is stored) and `WAITING`
+//! (a joiner stored its wake-up handle). Each side writes its own slot
+//! before setting its bit, and reads the other's slot only after seeing the
+//! other's bit:
+//!
+//! ```text
+//!  joiner                                  task (completer)
+//!  1. write waiter slot                    1. write result slot
+//!  2. fetch_or(WAITING) (AcqRel)           2. fetch_or(DONE) (AcqRel)
+//!  3. if DONE was set: take result         3. if WAITING was set: unpark waiter
+//!     else park until DONE is seen
+//! ```
+//!
+//! Whichever `fetch_or` comes second sees the other bit, so either the joiner
+//! finds the result at once or the completer wakes it: no lost wake-up.
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use crate::error::JoinError;
+use crate::park::Task;
+use crate::task::TaskId;
+
+const DONE: u8 = 1;
+const WAITING: u8 = 2;
+
+pub(crate) struct JoinInner<T> {
+    state: AtomicU8,
+    /// Written by the completer before it sets DONE.
+    result: UnsafeCell<Option<Result<T, JoinError>>>,
+    /// Written by the joiner before it sets WAITING.
+    waiter: UnsafeCell<Option<Task>>,
+}
+
+// SAFETY: `result` and `waiter` are each written by one side before it sets
+// its bit (Release) and read by the other only after it observed that bit
+// (Acquire); see the module docs. T crosses threads, hence `T: Send`.
+unsafe impl<T: Send> Sync for JoinInner<T> {}
+// SAFETY: as above; the cells hold a T (Send) and a Task handle (Send).
+unsafe impl<T: Send> Send for JoinInner<T> {}
+
+impl<T> JoinInner<T> {
+    fn new() -> JoinInner<T> {
+        JoinInner {
+            state: AtomicU8::new(0),
+            result: UnsafeCell::new(None),
+            waiter: UnsafeCell::new(None),
+        }
+    }
+
+    fn complete(&self, r: Result<T, JoinError>) {
+        // SAFETY: only the completer writes `result`, once, before DONE.
+        unsafe { *self.result.get() = Some(r) };
+        let prev = self.state.fetch_or(DONE, Ordering::AcqRel);
+        if prev & WAITING != 0 {
+            // SAFETY: WAITING was set, so the joiner finished writing the
+            // waiter slot and never touches it again.
+            if let Some(w) = unsafe { (*self.waiter.get()).take() } {
+                w.unpark();
+            }
+        }
+    }
+
+    /// Takes the result; only after DONE was observed with Acquire.
+    fn take(&self) -> Result<T, JoinError> {
+        // SAFETY: DONE was observed, so the completer wrote `result` and
+        // will not touch it again; join consumes the handle, so this runs once.
+        unsafe { (*self.result.get()).take() }.expect("gofer: join result taken twice")
+    }
+}
+
+/// Runs at the root of a coroutine, behind a type-erased box.
+pub(crate) trait TaskEntry: Send {
+    /// Runs the user's closure, catching any panic, and publishes the result.
+    fn run(self: Box<Self>);
+    /// The task can never run (no stack could be had): publish the error.
+    fn fail(self: Box<Self>, e: JoinError);
+}
+
+/// A spawned closure and the place its result goes.
+struct Spawned<F, T> {
+    f: F,
+    join: Arc<JoinInner<T>>,
+}
+
+impl<F, T> TaskEntry for Spawned<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn run(self: Box<Self>) {
+        let Spawned { f, join } = *self;
+        let r = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::panic);
+        // Coroutine-local values die with the task, before the joiner wakes.
+        if let Err(p) = catch_unwind(crate::locals::clear_current) {
+            if let Some(m) = crate::error::panic_message(p.as_ref()) {
+                eprintln!("gofer: a coroutine-local destructor panicked: {m}");
+            }
+        }
+        join.complete(r);
+    }
+
+    fn fail(self: Box<Self>, e: JoinError) {
+        self.join.complete(Err(e));
+    }
+}
+
+/// Pairs a closure with a fresh join slot.
+pub(crate) fn entry<F, T>(f: F) -> (Box<dyn TaskEntry>, Arc<JoinInner<T>>)
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let join = Arc::new(JoinInner::new());
+    (
+        Box::new(Spawned {
+            f,
+            join: join.clone(),
+        }),
+        join,
+    )
+}
+
+/// An owned permission to wait for a task's result.
+///
+/// Dropping the handle detaches the task: it keeps running and its result is
+/// dropped when it finishes.
+pub struct JoinHandle<T> {
+    inner: Arc<JoinInner<T>>,
+    id: TaskId,
+    name: Option<Box<str>>,
+    _not_ref_unwind_safe: PhantomData<UnsafeCell<()>>,
+}
+
+impl<T> JoinHandle<T> {
+    pub(crate) fn new(inner: Arc<JoinInner<T>>, id: TaskId, name: Option<Box<str>>) -> Self {
+        JoinHandle {
+            inner,
+            id,
+            name,
+            _not_ref_unwind_safe: PhantomData,
+        }
+    }
+
+    /// Waits for the task and returns its value, or how it failed.
+    ///
+    /// Inside a task this parks the calling task (its thread runs other
+    /// tasks meanwhile); outside one it blocks the calling thread.
+    pub fn join(self) -> Result<T, JoinError> {
+        let inner = &self.inner;
+        if inner.state.load(Ordering::Acquire) & DONE != 0 {
+            return inner.take();
+        }
+        // SAFETY: only the joiner writes `waiter`, and only before WAITING is
+        // set; join consumes the handle, so there is one joiner.
+        unsafe { *inner.waiter.get() = Some(crate::park::current()) };
+        let prev = inner.state.fetch_or(WAITING, Ordering::AcqRel);
+        if prev & DONE == 0 {
+            // Park until DONE: park may wake spuriously, hence the loop.
+            while inner.state.load(Ordering::Acquire) & DONE == 0 {
+                crate::park::park();
+            }
+        }
+        inner.take()
+    }
+
+    /// Whether the task has finished (its result is ready for `join`).
+    pub fn is_finished(&self) -> bool {
+        self.inner.state.load(Ordering::Acquire) & DONE != 0
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// The task's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}

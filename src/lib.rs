@@ -1,0 +1,87 @@
+//! gofer: stackful coroutines on a few OS threads, in the libgo model.
+//!
+//! Write plain blocking-style code, run it as cheap tasks:
+//!
+//! ```
+//! use gofer::go;
+//! let sched = gofer::Scheduler::builder().min_threads(2).build().unwrap();
+//! let handles: Vec<_> = (0..100u64)
+//!     .map(|i| go!(scheduler = &sched, move || {
+//!         gofer::yield_now(); // any depth, any time
+//!         i * 2
+//!     }))
+//!     .collect();
+//! let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+//! assert_eq!(sum, 9900);
+//! sched.shutdown();
+//! ```
+//!
+//! # Concepts
+//!
+//! - A **task** is a closure running on its own stack (a *coroutine*). It
+//!   can switch out from any call depth: [`yield_now`], [`park`], [`sleep`],
+//!   waiting on a [`JoinHandle`], and later the sync primitives and channels.
+//! - A **Processer** is one OS thread that runs tasks from its queues.
+//! - The **Dispatcher** watches Processers and rescues the tasks queued
+//!   behind one whose task blocks the thread.
+//! - A [`Scheduler`] is a set of Processers plus their Dispatcher. The
+//!   default scheduler starts on first use; [`go!`] spawns on it (or on the
+//!   current task's scheduler).
+//!
+//! See `ARCHITECTURE.md` for the design.
+//!
+//! # Thread-local storage is a hazard
+//!
+//! A task can resume on a different thread after any switch (yield, park,
+//! sleep, lock, receive). A `thread_local!` value read before the switch and
+//! after it may belong to two different threads, and a pointer to one kept
+//! across a switch may point into another thread's storage. Inside tasks:
+//!
+//! - use [`coroutine_local!`] for per-task state, or
+//! - pin the task to one Processer with [`Builder::pin`] when it must stay on
+//!   one thread (for example to use a library that keeps thread-local state),
+//! - and do not hold a `std::sync::MutexGuard` (or any guard tied to the OS
+//!   thread) across a switch; use [`sync`] primitives instead.
+//!
+//! # Blocking calls
+//!
+//! A task that calls a blocking function (a plain `std::thread::sleep`, a
+//! blocking read) holds its Processer's thread. The Dispatcher notices and
+//! moves the tasks queued behind it to other Processers, starting an extra
+//! thread (up to `max_threads`) when all are blocked.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+mod builder;
+pub mod chan;
+mod coroutine;
+mod dispatcher;
+mod error;
+mod join;
+mod locals;
+mod overflow;
+mod park;
+mod processer;
+mod scheduler;
+mod stack;
+mod stats;
+pub mod sync;
+mod task;
+pub mod timer;
+
+pub use builder::{spawn, Builder};
+pub use error::{ConfigError, JoinError, ShutdownError, SpawnError};
+pub use join::JoinHandle;
+pub use locals::LocalKey;
+pub use park::{
+    current, current_id, current_name, is_coroutine, park, park_timeout, yield_now, Task,
+};
+pub use scheduler::{
+    Scheduler, SchedulerBuilder, DEFAULT_BLOCK_TIMEOUT, DEFAULT_DISPATCH_INTERVAL,
+    DEFAULT_IDLE_THREAD_TIMEOUT, DEFAULT_MAX_THREADS,
+};
+pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
+pub use stats::{ProcesserStats, Stats};
+pub use task::TaskId;
+pub use timer::{sleep, sleep_until};

@@ -1,0 +1,198 @@
+//! Parking: the one blocking primitive everything else is built on.
+//!
+//! [`park`] suspends the current task (or, outside a task, the current
+//! thread) until a matching [`Task::unpark`]. The semantics are those of
+//! [`std::thread::park`]:
+//!
+//! - an `unpark` that arrives before the `park` is not lost: it leaves a
+//!   token that makes the next `park` return at once;
+//! - tokens do not accumulate: many `unpark`s before one `park` release it
+//!   once;
+//! - `park` may return spuriously, so callers re-check their condition in a
+//!   loop.
+//!
+//! The task-side state machine and its races are documented in `task.rs`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use crate::coroutine::{suspend, Suspend};
+use crate::processer;
+use crate::task::{self, TaskHeader, TaskId};
+
+/// A handle to a task or thread that can be woken with [`unpark`](Task::unpark).
+///
+/// Obtained from [`current`]. Cloning is cheap; the handle may be sent to any
+/// thread. Inside a coroutine it names the coroutine (which may migrate
+/// between threads); outside one it names the calling thread.
+#[derive(Clone)]
+pub struct Task {
+    inner: Inner,
+}
+
+#[derive(Clone)]
+enum Inner {
+    Coroutine(Arc<TaskHeader>),
+    Thread(Thread),
+}
+
+impl Task {
+    /// Wakes the task or thread, or makes its next [`park`] return at once.
+    pub fn unpark(&self) {
+        match &self.inner {
+            Inner::Coroutine(h) => {
+                if let Some(r) = task::unpark(h) {
+                    processer::schedule(r);
+                }
+            }
+            Inner::Thread(t) => t.unpark(),
+        }
+    }
+
+    /// The coroutine's id, or `None` for a thread handle.
+    pub fn id(&self) -> Option<TaskId> {
+        match &self.inner {
+            Inner::Coroutine(h) => Some(h.id),
+            Inner::Thread(_) => None,
+        }
+    }
+
+    /// The coroutine's name, or the thread's name.
+    pub fn name(&self) -> Option<&str> {
+        match &self.inner {
+            Inner::Coroutine(h) => h.name.as_deref(),
+            Inner::Thread(t) => t.name(),
+        }
+    }
+
+    /// Whether this handle names a coroutine (rather than a thread).
+    pub fn is_coroutine(&self) -> bool {
+        matches!(self.inner, Inner::Coroutine(_))
+    }
+
+    /// Whether two handles name the same task or thread.
+    pub fn ptr_eq(&self, other: &Task) -> bool {
+        match (&self.inner, &other.inner) {
+            (Inner::Coroutine(a), Inner::Coroutine(b)) => Arc::ptr_eq(a, b),
+            (Inner::Thread(a), Inner::Thread(b)) => a.id() == b.id(),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Debug for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner {
+            Inner::Coroutine(h) => f
+                .debug_struct("Task")
+                .field("id", &h.id)
+                .field("name", &h.name)
+                .finish(),
+            Inner::Thread(t) => f.debug_struct("Task").field("thread", &t.id()).finish(),
+        }
+    }
+}
+
+/// A handle to the current task, or to the current thread outside a task.
+pub fn current() -> Task {
+    match processer::current_task() {
+        Some(h) => Task {
+            inner: Inner::Coroutine(h),
+        },
+        None => Task {
+            inner: Inner::Thread(std::thread::current()),
+        },
+    }
+}
+
+/// Blocks the current task (or thread) until it is unparked.
+///
+/// May return spuriously; see the module docs.
+pub fn park() {
+    match processer::current_task_ptr() {
+        Some(h) => {
+            // SAFETY: the pointer is the running task's header, kept alive by
+            // the Processer's Runnable for as long as the task runs.
+            let h = unsafe { &*h };
+            if task::take_token(h) {
+                return;
+            }
+            suspend(Suspend::Park);
+            // Resumed by an unparker (which set EMPTY) or by the Processer
+            // after it consumed a token that raced the switch-out.
+        }
+        None => std::thread::park(),
+    }
+}
+
+/// Like [`park`], but returns after `timeout` at the latest.
+///
+/// Inside a task the timeout is served by the scheduler's timer (the thread
+/// is free meanwhile). May return spuriously.
+pub fn park_timeout(timeout: Duration) {
+    match Instant::now().checked_add(timeout) {
+        Some(deadline) => park_deadline(deadline),
+        None => park(),
+    }
+}
+
+/// Parks until unparked or until `deadline`. May return spuriously.
+pub(crate) fn park_deadline(deadline: Instant) {
+    match processer::current_task() {
+        Some(h) => {
+            if task::take_token(&h) {
+                return;
+            }
+            if deadline <= Instant::now() {
+                return;
+            }
+            let timer = h.shared.timers.add(
+                deadline,
+                crate::timer::Action::Unpark(current_from(h.clone())),
+            );
+            suspend(Suspend::Park);
+            h.shared.timers.cancel(&timer);
+        }
+        None => {
+            let now = Instant::now();
+            if deadline > now {
+                std::thread::park_timeout(deadline - now);
+            }
+        }
+    }
+}
+
+fn current_from(h: Arc<TaskHeader>) -> Task {
+    Task {
+        inner: Inner::Coroutine(h),
+    }
+}
+
+/// Lets other tasks run: the current task goes to the back of its
+/// Processer's queue. Outside a task, yields the thread.
+pub fn yield_now() {
+    if processer::current_task_ptr().is_some() {
+        suspend(Suspend::Yield);
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Whether the caller runs inside a gofer task.
+pub fn is_coroutine() -> bool {
+    processer::current_task_ptr().is_some()
+}
+
+/// The current task's id, or `None` outside a task.
+pub fn current_id() -> Option<TaskId> {
+    // SAFETY: the running task's header is alive while it runs (see park).
+    processer::current_task_ptr().map(|h| unsafe { (*h).id })
+}
+
+/// The current task's name, or `None` outside a task or for an unnamed one.
+pub fn current_name() -> Option<String> {
+    // SAFETY: the running task's header is alive while it runs (see park).
+    processer::current_task_ptr().and_then(|h| unsafe { (*h).name.as_deref().map(String::from) })
+}

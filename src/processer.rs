@@ -1,0 +1,604 @@
+//! The Processer: one OS thread that runs tasks.
+//!
+//! A Processer has two halves. [`ProcesserShared`] is what other threads see
+//! and touch: the **new queue** (tasks pushed from other threads: spawns
+//! from outside, wake-ups), the pinned queue (tasks pinned here, pushed from
+//! other threads), the thief handle of the runnable queue, the **switch
+//! counter** and the status flags the Dispatcher samples. [`ProcLocal`] is
+//! what only the Processer's own thread touches: the owner handle of the
+//! **runnable queue**, the local pinned queue, the **gc queue** of finished
+//! tasks, and the stack pool.
+//!
+//! | queue          | type                 | pushed by                  | popped / stolen by                  |
+//! |----------------|----------------------|----------------------------|-------------------------------------|
+//! | new            | `Injector`           | any thread                 | owner (batches), idle thieves, Dispatcher |
+//! | runnable       | `Worker` / `Stealer` | owner only                 | owner; thieves and Dispatcher steal half |
+//! | pinned (remote)| `Injector`           | any thread                 | owner only                          |
+//! | pinned (local) | `VecDeque`           | owner only                 | owner only                          |
+//! | gc             | `Vec`                | owner only                 | owner only, in batches              |
+//!
+//! # The loop (libgo's `Processer::Process`)
+//!
+//! 1. Pick the next task: every [`NEW_QUEUE_INTERVAL`]th pick looks at the new
+//!    and pinned queues first (so a task yielding in a loop cannot starve
+//!    arrivals); otherwise local pinned and runnable alternate, then the new
+//!    queue.
+//! 2. Switch into it: `switches += 1`, `running = true`. When it switches
+//!    out: requeue (yield), park, or move it to the gc queue (done).
+//! 3. Nothing to run: free the gc queue, steal (half of another Processer's
+//!    runnable queue, or a batch of its new queue), spin briefly, then sleep.
+//!
+//! # Sleeping without lost wake-ups
+//!
+//! ```text
+//!  Processer P going to sleep               a thread pushing work for P
+//!  1. sleeping = true (SeqCst)              1. push the task (SeqCst fence)
+//!  2. re-check every queue it would steal   2. if P.sleeping: CAS true -> false,
+//!     from; if work: cancel the sleep          then unpark P's thread
+//!  3. thread::park while sleeping == true
+//! ```
+//!
+//! With both sides SeqCst, either the pusher sees `sleeping` or P's re-check
+//! sees the task. `std::thread::park` keeps its own token, so an `unpark` that
+//! lands between 2 and 3 is not lost either.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
+use std::time::Instant;
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+
+use crate::coroutine::{self, EntrySlot, Suspend};
+use crate::error::JoinError;
+use crate::scheduler::Shared;
+use crate::stack::{self, StackMem, StackPool};
+use crate::task::{Runnable, TaskHeader};
+
+/// Every this many picks, the new queue is looked at before local work.
+pub(crate) const NEW_QUEUE_INTERVAL: u32 = 61;
+/// Finished tasks are freed when the gc queue reaches this length.
+const GC_BATCH: usize = 16;
+/// Steal rounds an idle Processer makes before it sleeps.
+const SPIN_ROUNDS: u32 = 32;
+
+/// What kind of thread runs a Processer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// One of the `min_threads` started at build; lives until shutdown.
+    Core,
+    /// Started by the Dispatcher when every Processer is blocked; retires
+    /// when idle for `idle_thread_timeout`.
+    Extra,
+    /// A thread inside `Scheduler::block_on`; retires when its root task ends.
+    Caller,
+}
+
+/// The half of a Processer that other threads see.
+pub(crate) struct ProcesserShared {
+    /// Slot index in the scheduler's Processer table; the pin target.
+    pub(crate) index: usize,
+    pub(crate) kind: Kind,
+    /// Tasks pushed from other threads.
+    pub(crate) new: Injector<Runnable>,
+    /// Tasks pinned here, pushed from other threads; never stolen.
+    pub(crate) pinned: Injector<Runnable>,
+    /// Thief handle of the runnable queue.
+    pub(crate) stealer: Stealer<Runnable>,
+    /// +1 at every switch into a task. Written only by the owner (Relaxed
+    /// load + store: no read-modify-write on the hot path); read by the
+    /// Dispatcher and stats.
+    pub(crate) switches: AtomicU64,
+    /// A task is switched in right now. Relaxed: a sample, paired with the
+    /// switch counter by the Dispatcher.
+    pub(crate) running: AtomicBool,
+    /// The thread is asleep (or about to be) waiting for work. See the
+    /// module docs for the protocol.
+    pub(crate) sleeping: AtomicBool,
+    /// Marked by the Dispatcher: the running task has not switched out for
+    /// longer than the block timeout.
+    pub(crate) blocked: AtomicBool,
+    /// The Processer left (Extra or Caller kind); pushes must go elsewhere.
+    pub(crate) retired: AtomicBool,
+    /// The thread, for unpark; set when the thread starts.
+    pub(crate) thread: OnceLock<Thread>,
+    /// The pthread, for the Dispatcher's CPU-clock reads.
+    pub(crate) pthread: OnceLock<libc::pthread_t>,
+    /// Tasks rescued from this Processer by the Dispatcher.
+    pub(crate) rescued: AtomicU64,
+}
+
+impl ProcesserShared {
+    /// Tasks waiting here (new + runnable + pinned), approximately.
+    pub(crate) fn queued(&self) -> usize {
+        self.new.len() + self.stealer.len() + self.pinned.len()
+    }
+
+    /// Wakes the thread if it sleeps. Returns whether this call woke it.
+    pub(crate) fn wake(&self) -> bool {
+        if self.sleeping.load(Ordering::SeqCst)
+            && self
+                .sleeping
+                .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The half of a Processer only its own thread touches. All access is through
+/// `&ProcLocal` (interior mutability), because a running task reaches it
+/// through the thread-local pointer while the loop below it is suspended.
+pub(crate) struct ProcLocal {
+    pub(crate) p: Arc<ProcesserShared>,
+    pub(crate) sched: Arc<Shared>,
+    runnable: Worker<Runnable>,
+    pinned_local: RefCell<VecDeque<Runnable>>,
+    gc: RefCell<Vec<Runnable>>,
+    pool: RefCell<StackPool>,
+    tick: Cell<u32>,
+    /// Plain copy of the switch counter (the owner's view).
+    switches: Cell<u64>,
+    /// The task currently switched in.
+    current: Cell<*const TaskHeader>,
+    /// When the Processer last had work (for Extra retirement).
+    pub(crate) idle_since: Cell<Option<Instant>>,
+}
+
+thread_local! {
+    static CURRENT_PROC: Cell<*const ProcLocal> = const { Cell::new(std::ptr::null()) };
+}
+
+#[inline(never)]
+fn current_proc_ptr() -> *const ProcLocal {
+    CURRENT_PROC.with(|c| c.get())
+}
+
+/// The running task's header, or `None` outside a task.
+#[inline(never)]
+pub(crate) fn current_task_ptr() -> Option<*const TaskHeader> {
+    let p = current_proc_ptr();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: CURRENT_PROC points at the ProcLocal of this thread's running
+    // Processer loop, which outlives every task it switches into.
+    let t = unsafe { (*p).current.get() };
+    (!t.is_null()).then_some(t)
+}
+
+/// A new reference to the running task's header.
+pub(crate) fn current_task() -> Option<Arc<TaskHeader>> {
+    current_task_ptr().map(|t| {
+        // SAFETY: `t` came from Arc::as_ptr of the Runnable the Processer
+        // holds while the task runs, so the allocation is alive; taking a
+        // new strong count for the returned Arc is balanced by its drop.
+        unsafe {
+            Arc::increment_strong_count(t);
+            Arc::from_raw(t)
+        }
+    })
+}
+
+/// The scheduler of the Processer running on this thread, if any.
+pub(crate) fn current_scheduler() -> Option<Arc<Shared>> {
+    let p = current_proc_ptr();
+    // SAFETY: see current_task_ptr.
+    (!p.is_null()).then(|| unsafe { (*p).sched.clone() })
+}
+
+/// Runs `f` with this thread's Processer, if this thread is a Processer of
+/// `sched` and is running a task (so the loop is suspended beneath us).
+fn with_local<R>(sched: &Arc<Shared>, f: impl FnOnce(&ProcLocal) -> R) -> Option<R> {
+    let p = current_proc_ptr();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: see current_task_ptr; only shared access is taken.
+    let local = unsafe { &*p };
+    Arc::ptr_eq(&local.sched, sched).then(|| f(local))
+}
+
+/// Makes a task runnable: on this thread's Processer when it is one of the
+/// task's scheduler (cheap, no atomics beyond the queue's), otherwise on a
+/// Processer chosen by the scheduler, which is woken if asleep.
+pub(crate) fn schedule(r: Runnable) {
+    let sched = r.header().shared.clone();
+    let mut r = Some(r);
+    let done = with_local(&sched, |local| {
+        let t = r.take().expect("once");
+        match t.header().pin {
+            Some(pin) if pin != local.p.index => r = Some(t),
+            _ => local.push_local(t, true),
+        }
+    });
+    if done.is_none() || r.is_some() {
+        sched.push_remote(r.take().expect("not pushed locally"));
+    }
+}
+
+impl ProcLocal {
+    pub(crate) fn new(p: Arc<ProcesserShared>, sched: Arc<Shared>, runnable: Worker<Runnable>) -> Self {
+        let size = sched.config.stack_size;
+        ProcLocal {
+            p,
+            sched,
+            runnable,
+            pinned_local: RefCell::new(VecDeque::new()),
+            gc: RefCell::new(Vec::new()),
+            pool: RefCell::new(StackPool::new(size, stack::LOCAL_POOL_MAX)),
+            tick: Cell::new(0),
+            switches: Cell::new(0),
+            current: Cell::new(std::ptr::null()),
+            idle_since: Cell::new(None),
+        }
+    }
+
+    /// Queues the first task of a `block_on` caller before its loop starts.
+    pub(crate) fn push_initial(&self, t: Runnable) {
+        self.push_local(t, false);
+    }
+
+    /// Queues a task on this Processer. `wake_idle`: also wake an idle
+    /// Processer to steal, if there are idle ones and none is searching.
+    fn push_local(&self, t: Runnable, wake_idle: bool) {
+        if t.header().pin.is_some() {
+            self.pinned_local.borrow_mut().push_back(t);
+            return;
+        }
+        self.runnable.push(t);
+        if wake_idle {
+            self.sched.wake_idle_for_local_work();
+        }
+    }
+
+    /// The next task to run, from this Processer's own queues.
+    fn next_task(&self) -> Option<Runnable> {
+        let tick = self.tick.get().wrapping_add(1);
+        self.tick.set(tick);
+        if tick % NEW_QUEUE_INTERVAL == 0 {
+            if let Some(t) = self.pull_remote() {
+                return Some(t);
+            }
+        }
+        let local = if tick & 1 == 0 {
+            self.pop_pinned().or_else(|| self.runnable.pop())
+        } else {
+            self.runnable.pop().or_else(|| self.pop_pinned())
+        };
+        local.or_else(|| self.pull_remote())
+    }
+
+    fn pop_pinned(&self) -> Option<Runnable> {
+        self.pinned_local.borrow_mut().pop_front()
+    }
+
+    /// Takes work pushed here by other threads: a pinned task, or a batch of
+    /// the new queue moved into the runnable queue.
+    fn pull_remote(&self) -> Option<Runnable> {
+        loop {
+            match self.p.pinned.steal() {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        loop {
+            match self.p.new.steal_batch_and_pop(&self.runnable) {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => continue,
+                Steal::Empty => return None,
+            }
+        }
+    }
+
+    /// Steals from another Processer of the scheduler: half of its runnable
+    /// queue, or a batch of its new queue.
+    fn steal(&self) -> Option<Runnable> {
+        let others = self.sched.processers_snapshot();
+        let n = others.len();
+        if n <= 1 {
+            return None;
+        }
+        let start = self.tick.get() as usize % n;
+        for k in 0..n {
+            let v = &others[(start + k) % n];
+            if v.index == self.p.index {
+                continue;
+            }
+            loop {
+                match v.stealer.steal_batch_and_pop(&self.runnable) {
+                    Steal::Success(t) => return Some(t),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+            loop {
+                match v.new.steal_batch_and_pop(&self.runnable) {
+                    Steal::Success(t) => return Some(t),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        None
+    }
+
+    /// Runs one task until it switches out, then files it.
+    fn run_task(&self, mut t: Runnable) {
+        let header = Arc::as_ptr(t.header());
+        t.header().home.store(self.p.index, Ordering::Relaxed);
+        let mut slot: EntrySlot = None;
+        let ctx = match t.run().ctx.take() {
+            Some(ctx) => ctx,
+            None => match self.alloc_stack(t.header().stack_size) {
+                Ok(stack) => {
+                    let ctx = coroutine::make_context(&stack);
+                    let run = t.run();
+                    run.stack = Some(stack);
+                    slot = run.entry.take();
+                    ctx
+                }
+                Err(e) => {
+                    // The task can never run: fail its join handle.
+                    if let Some(entry) = t.run().entry.take() {
+                        entry.fail(JoinError::stack_exhausted(e));
+                    }
+                    self.finish(t);
+                    return;
+                }
+            },
+        };
+        let n = self.switches.get() + 1;
+        self.switches.set(n);
+        self.p.switches.store(n, Ordering::Relaxed);
+        self.p.running.store(true, Ordering::Relaxed);
+        self.current.set(header);
+        // SAFETY: `ctx` is the task's saved context (or a fresh one on its
+        // own stack, which RunState keeps alive), and we hold its Runnable.
+        // `slot` outlives the switch: we are suspended inside `resume` until
+        // the task switches back.
+        let (ctx, why) = unsafe { coroutine::resume(ctx, &mut slot as *mut EntrySlot as usize) };
+        self.current.set(std::ptr::null());
+        self.p.running.store(false, Ordering::Relaxed);
+        match why {
+            Suspend::Yield => {
+                t.run().ctx = Some(ctx);
+                self.push_local(t, false);
+            }
+            Suspend::Park => {
+                t.run().ctx = Some(ctx);
+                if let Some(t) = t.park() {
+                    // An unpark raced the switch-out: run it again.
+                    self.push_local(t, false);
+                }
+            }
+            Suspend::Done => {
+                // The finished context is never resumed; drop it.
+                drop(ctx);
+                self.finish(t);
+            }
+        }
+    }
+
+    /// Accounts a finished task and files it in the gc queue.
+    fn finish(&self, t: Runnable) {
+        self.sched.task_finished();
+        let mut gc = self.gc.borrow_mut();
+        gc.push(t);
+        if gc.len() >= GC_BATCH {
+            drop(gc);
+            self.gc_flush();
+        }
+    }
+
+    /// Frees finished tasks; their stacks go back to the pools.
+    fn gc_flush(&self) {
+        let batch = std::mem::take(&mut *self.gc.borrow_mut());
+        if batch.is_empty() {
+            return;
+        }
+        let mut pool = self.pool.borrow_mut();
+        for mut t in batch {
+            if let Some(s) = t.run().stack.take() {
+                if s.size() == pool.size() {
+                    if let Err(s) = pool.push(s) {
+                        // Local pool full: hand half of it to the shared one.
+                        let half = pool.take_batch(stack::LOCAL_POOL_MAX / 2);
+                        self.sched.give_stacks(half);
+                        let _ = pool.push(s);
+                    }
+                }
+                // Other sizes are unmapped here (dropped).
+            }
+            // Dropping `t` releases the task header.
+        }
+        drop(pool);
+        self.sched.stack_released();
+    }
+
+    fn alloc_stack(&self, size: usize) -> std::io::Result<StackMem> {
+        let mut pool = self.pool.borrow_mut();
+        if size == pool.size() {
+            if let Some(s) = pool.pop() {
+                return Ok(s);
+            }
+            let batch = self.sched.take_stacks(stack::LOCAL_POOL_MAX / 2);
+            pool.extend(batch);
+            if let Some(s) = pool.pop() {
+                return Ok(s);
+            }
+        }
+        drop(pool);
+        self.sched.new_stack(size)
+    }
+
+    /// Moves every queued task to other Processers (retirement).
+    fn drain_to_others(&self) {
+        let mut moved = Vec::new();
+        while let Some(t) = self.runnable.pop() {
+            moved.push(t);
+        }
+        while let Some(t) = self.pinned_local.borrow_mut().pop_front() {
+            moved.push(t);
+        }
+        drain_injector(&self.p.new, &mut moved);
+        drain_injector(&self.p.pinned, &mut moved);
+        for t in moved {
+            self.sched.push_remote(t);
+        }
+    }
+
+    /// The Processer loop. Returns when the scheduler stops, or when `until`
+    /// says so (a `block_on` caller), or when an Extra Processer retires.
+    pub(crate) fn run(&self, until: Option<&dyn Fn() -> bool>) {
+        let prev = CURRENT_PROC.with(|c| c.replace(self as *const ProcLocal));
+        crate::overflow::thread_init();
+        loop {
+            if let Some(t) = self.next_task() {
+                self.idle_since.set(None);
+                self.run_task(t);
+                if until.is_some_and(|u| u()) {
+                    break;
+                }
+                continue;
+            }
+            self.gc_flush();
+            if until.is_some_and(|u| u()) {
+                break;
+            }
+            if self.sched.should_exit(self) {
+                break;
+            }
+            if let Some(t) = self.find_work() {
+                self.idle_since.set(None);
+                self.run_task(t);
+                if until.is_some_and(|u| u()) {
+                    break;
+                }
+            }
+        }
+        self.gc_flush();
+        if self.p.kind != Kind::Core {
+            self.p.retired.store(true, Ordering::SeqCst);
+            self.drain_to_others();
+        }
+        CURRENT_PROC.with(|c| c.set(prev));
+    }
+
+    /// No local work: steal, spin a little, then sleep until woken.
+    fn find_work(&self) -> Option<Runnable> {
+        for round in 0..SPIN_ROUNDS {
+            if let Some(t) = self.steal().or_else(|| self.pull_remote()) {
+                return Some(t);
+            }
+            if round < SPIN_ROUNDS / 2 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        self.sleep()
+    }
+
+    fn sleep(&self) -> Option<Runnable> {
+        if self.idle_since.get().is_none() {
+            self.idle_since.set(Some(Instant::now()));
+        }
+        self.p.sleeping.store(true, Ordering::SeqCst);
+        self.sched.idle_inc();
+        // Re-check after announcing (see module docs).
+        if let Some(t) = self.pull_remote().or_else(|| self.steal()) {
+            if self.cancel_sleep() {
+                self.sched.idle_dec();
+            }
+            return Some(t);
+        }
+        if self.sched.should_exit(self) {
+            if self.cancel_sleep() {
+                self.sched.idle_dec();
+            }
+            return None;
+        }
+        let timeout = self.sched.sleep_timeout(self);
+        while self.p.sleeping.load(Ordering::SeqCst) {
+            match timeout {
+                Some(d) => {
+                    std::thread::park_timeout(d);
+                    // Timed out (or woken): either way re-evaluate.
+                    if self.cancel_sleep() {
+                        self.sched.idle_dec();
+                    }
+                    break;
+                }
+                None => std::thread::park(),
+            }
+        }
+        // Woken: the waker already decremented the idle count.
+        None
+    }
+
+    /// Clears our own `sleeping` flag; true if we did (no waker claimed us).
+    fn cancel_sleep(&self) -> bool {
+        self.p
+            .sleeping
+            .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
+fn drain_injector(q: &Injector<Runnable>, out: &mut Vec<Runnable>) {
+    loop {
+        match q.steal() {
+            Steal::Success(t) => out.push(t),
+            Steal::Retry => continue,
+            Steal::Empty => break,
+        }
+    }
+}
+
+/// Pulls everything out of a retired Processer's remote queues (used by a
+/// pusher that raced the retirement).
+pub(crate) fn drain_retired(p: &ProcesserShared) -> Vec<Runnable> {
+    let mut out = Vec::new();
+    drain_injector(&p.new, &mut out);
+    drain_injector(&p.pinned, &mut out);
+    out
+}
+
+/// Creates the shared half of a Processer for slot `index`, and the owner
+/// handle of its runnable queue (which goes to the thread that runs it).
+pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, Worker<Runnable>) {
+    let runnable = Worker::new_fifo();
+    let p = Arc::new(ProcesserShared {
+        index,
+        kind,
+        new: Injector::new(),
+        pinned: Injector::new(),
+        stealer: runnable.stealer(),
+        switches: AtomicU64::new(0),
+        running: AtomicBool::new(false),
+        sleeping: AtomicBool::new(false),
+        blocked: AtomicBool::new(false),
+        retired: AtomicBool::new(false),
+        thread: OnceLock::new(),
+        pthread: OnceLock::new(),
+        rescued: AtomicU64::new(0),
+    });
+    (p, runnable)
+}
+
+/// Records the calling thread as `p`'s thread.
+pub(crate) fn bind_thread(p: &ProcesserShared) {
+    let _ = p.thread.set(std::thread::current());
+    // SAFETY: pthread_self has no preconditions.
+    let _ = p.pthread.set(unsafe { libc::pthread_self() });
+}

@@ -1,0 +1,865 @@
+//! The Scheduler: a set of Processers, their shared state, and the public
+//! handle users spawn on.
+//!
+//! # Lifecycle
+//!
+//! 1. `build()` validates the configuration and starts `min_threads` core
+//!    Processer threads (and the Dispatcher thread when there is something
+//!    to watch). The timer thread starts on first use.
+//! 2. Tasks are admitted by `spawn`: `alive += 1` before the task is
+//!    queued, `alive -= 1` when it finishes.
+//! 3. `shutdown` sets `closing` (spawns from outside the scheduler are now
+//!    refused; tasks may still spawn children), waits until `alive == 0`,
+//!    then sets `stopped`, wakes every Processer, and joins every thread.
+//!    A parked task that nobody wakes keeps `alive` above zero: shutdown
+//!    waits for it forever, and `shutdown_timeout` reports it. Nothing frees
+//!    the stack of an unfinished task.
+//! 4. Dropping the last [`Scheduler`] handle without `shutdown` *detaches*:
+//!    the threads keep running the remaining tasks and exit on their own
+//!    once `alive` reaches zero. Tasks parked forever keep their threads.
+//!
+//! Admission against shutdown is a Dekker pair, both sides SeqCst:
+//!
+//! ```text
+//!  spawner (outside thread)              shutdown
+//!  1. alive += 1                          1. closing = true
+//!  2. if closing: alive -= 1, refuse      2. wait until alive == 0
+//! ```
+//!
+//! Either the spawner sees `closing`, or shutdown sees its `alive` count and
+//! waits for the task.
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::error::{ConfigError, ShutdownError, SpawnError};
+use crate::join::{self, JoinHandle};
+use crate::processer::{self, Kind, ProcLocal, ProcesserShared};
+use crate::stack::{self, StackMem, StackPool};
+use crate::stats::{ProcesserStats, Stats};
+use crate::task::{Runnable, TaskHeader};
+use crate::timer::Timers;
+
+/// Default cap on Processer threads when `max_threads` is not set.
+pub const DEFAULT_MAX_THREADS: usize = 64;
+/// Default time a task may run without switching before its Processer is
+/// considered blocked.
+pub const DEFAULT_BLOCK_TIMEOUT: Duration = Duration::from_millis(10);
+/// Default fastest sampling period of the Dispatcher.
+pub const DEFAULT_DISPATCH_INTERVAL: Duration = Duration::from_micros(100);
+/// Default time an extra Processer stays idle before its thread exits.
+pub const DEFAULT_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A validated scheduler configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) min_threads: usize,
+    pub(crate) max_threads: usize,
+    pub(crate) stack_size: usize,
+    pub(crate) name: String,
+    pub(crate) block_timeout: Duration,
+    pub(crate) dispatch_interval: Duration,
+    pub(crate) idle_thread_timeout: Duration,
+}
+
+/// Configures and starts a [`Scheduler`].
+///
+/// ```
+/// let sched = gofer::Scheduler::builder()
+///     .min_threads(2)
+///     .max_threads(8)
+///     .stack_size(128 * 1024)
+///     .name("workers")
+///     .build()?;
+/// assert_eq!(sched.block_on(|| 7), 7);
+/// sched.shutdown();
+/// # Ok::<(), gofer::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until build() is called"]
+pub struct SchedulerBuilder {
+    min_threads: usize,
+    max_threads: Option<usize>,
+    stack_size: usize,
+    name: String,
+    block_timeout: Duration,
+    dispatch_interval: Duration,
+    idle_thread_timeout: Duration,
+}
+
+impl Default for SchedulerBuilder {
+    fn default() -> Self {
+        SchedulerBuilder {
+            min_threads: 0,
+            max_threads: None,
+            stack_size: stack::DEFAULT_STACK_SIZE,
+            name: "gofer".to_string(),
+            block_timeout: DEFAULT_BLOCK_TIMEOUT,
+            dispatch_interval: DEFAULT_DISPATCH_INTERVAL,
+            idle_thread_timeout: DEFAULT_IDLE_THREAD_TIMEOUT,
+        }
+    }
+}
+
+impl SchedulerBuilder {
+    /// Processers started at build, which live until shutdown; `0` (the
+    /// default) means the number of CPUs.
+    pub fn min_threads(mut self, n: usize) -> Self {
+        self.min_threads = n;
+        self
+    }
+
+    /// The cap on Processer threads, including the extra ones the Dispatcher
+    /// starts when every Processer is blocked. Default:
+    /// `max(min_threads, 64)`. Must be at least `min_threads`.
+    pub fn max_threads(mut self, n: usize) -> Self {
+        self.max_threads = Some(n);
+        self
+    }
+
+    /// The stack size of tasks that do not set their own, in bytes (rounded
+    /// up to whole pages). Default 256 KiB; accepted
+    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE) to
+    /// [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE). Only touched pages cost memory.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// The prefix of thread names: `"{name}-0"`, `"{name}-1"`, ...
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// How long a task may run without switching out before its Processer
+    /// is considered blocked and its queued tasks are moved elsewhere.
+    /// Default 10 ms. Must be non-zero.
+    pub fn block_timeout(mut self, d: Duration) -> Self {
+        self.block_timeout = d;
+        self
+    }
+
+    /// The Dispatcher's fastest sampling period. Default 100 us. Must be
+    /// non-zero.
+    pub fn dispatch_interval(mut self, d: Duration) -> Self {
+        self.dispatch_interval = d;
+        self
+    }
+
+    /// How long an extra Processer (beyond `min_threads`) stays idle before
+    /// its thread exits. Default 3 s. Must be non-zero.
+    pub fn idle_thread_timeout(mut self, d: Duration) -> Self {
+        self.idle_thread_timeout = d;
+        self
+    }
+
+    fn validate(self) -> Result<Config, ConfigError> {
+        let min = if self.min_threads == 0 {
+            num_cpus::get().max(1)
+        } else {
+            self.min_threads
+        };
+        let max = self.max_threads.unwrap_or(min.max(DEFAULT_MAX_THREADS));
+        if max < min {
+            return Err(ConfigError::MaxBelowMin { min, max });
+        }
+        if !stack::valid_stack_size(self.stack_size) {
+            return Err(ConfigError::StackSize {
+                requested: self.stack_size,
+            });
+        }
+        for (setting, d) in [
+            ("block_timeout", self.block_timeout),
+            ("dispatch_interval", self.dispatch_interval),
+            ("idle_thread_timeout", self.idle_thread_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::ZeroDuration { setting });
+            }
+        }
+        if self.name.contains('\0') {
+            return Err(ConfigError::Name(self.name));
+        }
+        Ok(Config {
+            min_threads: min,
+            max_threads: max,
+            stack_size: stack::round_to_pages(self.stack_size),
+            name: self.name,
+            block_timeout: self.block_timeout,
+            dispatch_interval: self.dispatch_interval,
+            idle_thread_timeout: self.idle_thread_timeout,
+        })
+    }
+
+    /// Validates the settings and starts the core Processer threads.
+    pub fn build(self) -> Result<Scheduler, ConfigError> {
+        let config = self.validate()?;
+        crate::overflow::install();
+        let shared = Shared::new(config);
+        for _ in 0..shared.config.min_threads {
+            if let Err(e) = shared.start_processer(Kind::Core) {
+                shared.stop_threads();
+                panic!("gofer: cannot start a Processer thread: {e}");
+            }
+        }
+        crate::dispatcher::start(&shared);
+        Ok(Scheduler {
+            handle: Arc::new(Handle { shared }),
+        })
+    }
+}
+
+/// A set of Processer threads that run tasks. A cheap, cloneable handle,
+/// usable from any thread.
+///
+/// Several schedulers in one process are fully isolated: each has its own
+/// threads, queues, timers and Dispatcher.
+///
+/// Dropping the last handle without calling [`shutdown`](Self::shutdown)
+/// detaches the scheduler: its threads finish the remaining tasks and then
+/// exit on their own. Tasks that stay parked forever keep their threads (and
+/// stacks) alive; nothing unfinished is ever freed.
+#[derive(Clone)]
+pub struct Scheduler {
+    handle: Arc<Handle>,
+}
+
+/// The user-facing handle's shared part; its drop detaches the scheduler.
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.detach();
+    }
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.handle.shared;
+        f.debug_struct("Scheduler")
+            .field("name", &s.config.name)
+            .field("min_threads", &s.config.min_threads)
+            .field("max_threads", &s.config.max_threads)
+            .field("alive", &s.alive.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+static DEFAULT: OnceLock<Result<Scheduler, ConfigError>> = OnceLock::new();
+
+fn env_threads(var: &'static str) -> Result<Option<usize>, ConfigError> {
+    match std::env::var(var) {
+        Ok(v) => v.trim().parse::<usize>().map(Some).map_err(|_| ConfigError::Env { var, value: v }),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(ConfigError::Env {
+            var,
+            value: v.to_string_lossy().into_owned(),
+        }),
+    }
+}
+
+fn build_default() -> Result<Scheduler, ConfigError> {
+    let mut b = Scheduler::builder().name("gofer");
+    if let Some(n) = env_threads("GOFER_THREADS")? {
+        b = b.min_threads(n);
+    }
+    if let Some(n) = env_threads("GOFER_MAX_THREADS")? {
+        b = b.max_threads(n);
+    }
+    b.build()
+}
+
+impl Scheduler {
+    /// A builder with the defaults: one Processer per CPU, 256 KiB stacks.
+    pub fn builder() -> SchedulerBuilder {
+        SchedulerBuilder::default()
+    }
+
+    /// The process-wide default scheduler, started on first use.
+    ///
+    /// It has one Processer per CPU; the environment variables
+    /// `GOFER_THREADS` (min_threads) and `GOFER_MAX_THREADS` (max_threads)
+    /// override that. A malformed value is an error, returned every time.
+    pub fn default_scheduler() -> Result<Scheduler, ConfigError> {
+        DEFAULT.get_or_init(build_default).clone()
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
+    }
+
+    /// Spawns `f` as a task on this scheduler.
+    ///
+    /// # Panics
+    /// If the task cannot be spawned (the scheduler is shut down, or no stack
+    /// memory is left); use [`Builder::spawn`](crate::Builder::spawn) to get
+    /// the [`SpawnError`] instead.
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.handle
+            .shared
+            .spawn(None, None, None, f)
+            .unwrap_or_else(|e| panic!("gofer: cannot spawn a task: {e}"))
+    }
+
+    /// Runs `f` as a task and waits for its value. The calling thread works
+    /// as a Processer of this scheduler meanwhile, running `f` (pinned to the
+    /// calling thread) and any other task it can take.
+    ///
+    /// Called from inside a task, it spawns `f` and joins it instead (the
+    /// calling task parks; its thread keeps working).
+    ///
+    /// # Panics
+    /// Re-raises a panic of `f`, and panics if the task cannot be spawned.
+    pub fn block_on<F, T>(&self, f: F) -> T
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let shared = &self.handle.shared;
+        if processer::current_task_ptr().is_some() {
+            return match self.spawn(f).join() {
+                Ok(v) => v,
+                Err(e) => resume(e),
+            };
+        }
+        let index = shared.next_index.fetch_add(1, Ordering::Relaxed);
+        let (p, worker) = processer::new_processer(index, Kind::Caller);
+        processer::bind_thread(&p);
+        let local = ProcLocal::new(p.clone(), shared.clone(), worker);
+        let root = shared.admit(None, None, Some(index), f, true);
+        let (r, handle) = match root {
+            Ok(v) => v,
+            Err(e) => panic!("gofer: block_on cannot spawn its task: {e}"),
+        };
+        shared.register(p.clone());
+        local.push_initial(r);
+        local.run(Some(&|| handle.is_finished()));
+        shared.unregister(&p);
+        match handle.join() {
+            Ok(v) => v,
+            Err(e) => resume(e),
+        }
+    }
+
+    /// A snapshot of the scheduler's counters. Cheap; callable from any
+    /// thread while the scheduler runs.
+    pub fn stats(&self) -> Stats {
+        self.handle.shared.stats()
+    }
+
+    /// Waits for every task to finish, then stops and joins every thread.
+    ///
+    /// After it returns, spawning on this scheduler fails with
+    /// [`SpawnError::Shutdown`]. Waits forever for a task that never
+    /// finishes; see [`shutdown_timeout`](Self::shutdown_timeout).
+    ///
+    /// # Panics
+    /// When called from a task of this same scheduler (it would wait for
+    /// itself).
+    pub fn shutdown(&self) {
+        if let Err(e) = self.handle.shared.shutdown(None) {
+            panic!("gofer: {e}");
+        }
+    }
+
+    /// Like [`shutdown`](Self::shutdown), but gives up after `timeout`,
+    /// saying how many tasks are still alive. The scheduler keeps running
+    /// them (spawns from outside stay refused); call `shutdown` again to go
+    /// on waiting.
+    pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownError> {
+        self.handle.shared.shutdown(Some(timeout))
+    }
+
+    /// The scheduler's name (the thread name prefix).
+    pub fn name(&self) -> &str {
+        &self.handle.shared.config.name
+    }
+}
+
+fn resume<T>(e: crate::JoinError) -> T {
+    match e.try_into_panic() {
+        Ok(p) => std::panic::resume_unwind(p),
+        Err(e) => panic!("gofer: {e}"),
+    }
+}
+
+/// State shared by every Processer, the Dispatcher and the handles.
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    /// Live Processers (copy-on-write: readers clone the `Arc`).
+    procs: RwLock<Arc<Vec<Arc<ProcesserShared>>>>,
+    /// Next Processer slot index.
+    next_index: AtomicUsize,
+    /// Round-robin cursor for pushes with no home.
+    rr: AtomicUsize,
+    /// Tasks admitted and not finished.
+    pub(crate) alive: AtomicUsize,
+    pub(crate) spawned: AtomicU64,
+    pub(crate) completed: AtomicU64,
+    /// Processers asleep waiting for work.
+    idle: AtomicUsize,
+    /// Core + Extra Processer threads alive.
+    pub(crate) threads: AtomicUsize,
+    pub(crate) threads_started: AtomicU64,
+    pub(crate) threads_retired: AtomicU64,
+    /// Shutdown requested: spawns from outside are refused.
+    closing: AtomicBool,
+    /// Shutdown done waiting: Processers exit.
+    pub(crate) stopped: AtomicBool,
+    /// The last handle was dropped: exit once `alive == 0`.
+    pub(crate) detached: AtomicBool,
+    done_lock: Mutex<()>,
+    done_cv: Condvar,
+    join_handles: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    stack_pool: Mutex<StackPool>,
+    /// errno of the last failed stack allocation; 0 when stacks can be had.
+    stack_errno: AtomicI32,
+    pub(crate) timers: Arc<Timers>,
+    pub(crate) dispatch: crate::dispatcher::DispatchState,
+}
+
+impl Shared {
+    fn new(config: Config) -> Arc<Shared> {
+        let timers = Timers::new(config.name.clone());
+        let pool = StackPool::new(config.stack_size, stack::SHARED_POOL_MAX);
+        Arc::new(Shared {
+            config,
+            procs: RwLock::new(Arc::new(Vec::new())),
+            next_index: AtomicUsize::new(0),
+            rr: AtomicUsize::new(0),
+            alive: AtomicUsize::new(0),
+            spawned: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            idle: AtomicUsize::new(0),
+            threads: AtomicUsize::new(0),
+            threads_started: AtomicU64::new(0),
+            threads_retired: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            detached: AtomicBool::new(false),
+            done_lock: Mutex::new(()),
+            done_cv: Condvar::new(),
+            join_handles: Mutex::new(Vec::new()),
+            stack_pool: Mutex::new(pool),
+            stack_errno: AtomicI32::new(0),
+            timers,
+            dispatch: crate::dispatcher::DispatchState::default(),
+        })
+    }
+
+    /// The live Processers.
+    pub(crate) fn processers_snapshot(&self) -> Arc<Vec<Arc<ProcesserShared>>> {
+        self.procs.read().clone()
+    }
+
+    pub(crate) fn register(&self, p: Arc<ProcesserShared>) {
+        let mut w = self.procs.write();
+        let mut v = Vec::clone(&w);
+        v.push(p);
+        *w = Arc::new(v);
+    }
+
+    pub(crate) fn unregister(&self, p: &Arc<ProcesserShared>) {
+        let mut w = self.procs.write();
+        let v: Vec<_> = w.iter().filter(|q| !Arc::ptr_eq(q, p)).cloned().collect();
+        *w = Arc::new(v);
+    }
+
+    /// Starts one Processer thread of the given kind.
+    pub(crate) fn start_processer(self: &Arc<Self>, kind: Kind) -> io::Result<()> {
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+        let (p, worker) = processer::new_processer(index, kind);
+        let me = self.clone();
+        let p2 = p.clone();
+        self.threads.fetch_add(1, Ordering::SeqCst);
+        self.register(p.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-{}", self.config.name, index))
+            .spawn(move || {
+                processer::bind_thread(&p2);
+                let local = ProcLocal::new(p2.clone(), me.clone(), worker);
+                local.run(None);
+                drop(local);
+                me.processer_exited(&p2);
+            });
+        match spawned {
+            Ok(h) => {
+                self.threads_started.fetch_add(1, Ordering::Relaxed);
+                self.join_handles.lock().push(h);
+                Ok(())
+            }
+            Err(e) => {
+                self.threads.fetch_sub(1, Ordering::SeqCst);
+                self.unregister(&p);
+                Err(e)
+            }
+        }
+    }
+
+    fn processer_exited(&self, p: &Arc<ProcesserShared>) {
+        self.unregister(p);
+        if p.kind == Kind::Extra {
+            self.threads_retired.fetch_add(1, Ordering::Relaxed);
+        }
+        let left = self.threads.fetch_sub(1, Ordering::SeqCst) - 1;
+        if left == 0 && self.detached.load(Ordering::SeqCst) {
+            self.timers.stop();
+        }
+    }
+
+    /// Validates options and admits a task: returns its Runnable (not yet
+    /// queued) and the join handle. `inside`: the spawner runs in this
+    /// scheduler (allowed while closing).
+    fn admit<F, T>(
+        self: &Arc<Self>,
+        name: Option<String>,
+        stack_size: Option<usize>,
+        pin: Option<usize>,
+        f: F,
+        inside: bool,
+    ) -> Result<(Runnable, JoinHandle<T>), SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let stack_size = match stack_size {
+            Some(s) if !stack::valid_stack_size(s) => {
+                return Err(SpawnError::StackSize { requested: s })
+            }
+            Some(s) => stack::round_to_pages(s),
+            None => self.config.stack_size,
+        };
+        let errno = self.stack_errno.load(Ordering::Relaxed);
+        if errno != 0 {
+            return Err(SpawnError::StackExhausted {
+                live_stacks: stack::live_stacks(),
+                source: io::Error::from_raw_os_error(errno),
+            });
+        }
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(SpawnError::Shutdown);
+        }
+        self.alive.fetch_add(1, Ordering::SeqCst);
+        if !inside && self.closing.load(Ordering::SeqCst) {
+            self.task_finished_uncounted();
+            return Err(SpawnError::Shutdown);
+        }
+        self.spawned.fetch_add(1, Ordering::Relaxed);
+        let (entry, join) = join::entry(f);
+        let name = name.map(String::into_boxed_str);
+        let header = TaskHeader::new(self.clone(), name.clone(), stack_size, pin, entry);
+        let id = header.id;
+        let (r, _) = Runnable::new(header);
+        Ok((r, JoinHandle::new(join, id, name)))
+    }
+
+    /// Spawns a task: the one path behind `go!`, `Builder` and `spawn`.
+    pub(crate) fn spawn<F, T>(
+        self: &Arc<Self>,
+        name: Option<String>,
+        stack_size: Option<usize>,
+        pin: Option<usize>,
+        f: F,
+    ) -> Result<JoinHandle<T>, SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        if let Some(requested) = pin {
+            let core = self.config.min_threads;
+            if requested >= core {
+                return Err(SpawnError::InvalidPin { requested, core });
+            }
+        }
+        let inside = processer::current_scheduler().is_some_and(|s| Arc::ptr_eq(&s, self));
+        let (r, h) = self.admit(name, stack_size, pin, f, inside)?;
+        processer::schedule(r);
+        Ok(h)
+    }
+
+    /// A task finished (or never ran): `alive -= 1`, and wake whoever waits
+    /// for zero.
+    pub(crate) fn task_finished(&self) {
+        self.completed.fetch_add(1, Ordering::Relaxed);
+        self.task_finished_uncounted();
+    }
+
+    fn task_finished_uncounted(&self) {
+        if self.alive.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _g = self.done_lock.lock();
+            self.done_cv.notify_all();
+            drop(_g);
+            if self.detached.load(Ordering::SeqCst) {
+                self.wake_all();
+            }
+        }
+    }
+
+    /// Queues a task on a Processer chosen for it, from a thread that is not
+    /// one of this scheduler's Processers (or for a task pinned elsewhere).
+    pub(crate) fn push_remote(&self, r: Runnable) {
+        let procs = self.processers_snapshot();
+        let target = self.pick_target(&procs, &r);
+        let Some(target) = target else {
+            // No Processer at all (stopped): nothing can run the task. This
+            // only happens after shutdown, when no task is alive to be woken.
+            drop(r);
+            return;
+        };
+        let pinned = r.header().pin.is_some();
+        if pinned {
+            target.pinned.push(r);
+        } else {
+            target.new.push(r);
+        }
+        // Pairs with the SeqCst store of `retired` / `sleeping` (Dekker).
+        fence(Ordering::SeqCst);
+        if target.retired.load(Ordering::SeqCst) {
+            for t in processer::drain_retired(&target) {
+                self.push_remote(t);
+            }
+            return;
+        }
+        if !self.wake_proc(&target) {
+            self.wake_idle_for_local_work();
+        }
+    }
+
+    fn pick_target(
+        &self,
+        procs: &[Arc<ProcesserShared>],
+        r: &Runnable,
+    ) -> Option<Arc<ProcesserShared>> {
+        let usable = |p: &&Arc<ProcesserShared>| {
+            !p.retired.load(Ordering::Relaxed) && !p.blocked.load(Ordering::Relaxed)
+        };
+        if let Some(pin) = r.header().pin {
+            if let Some(p) = procs.iter().find(|p| p.index == pin) {
+                return Some(p.clone());
+            }
+        }
+        let home = r.header().home.load(Ordering::Relaxed);
+        if let Some(p) = procs.iter().find(|p| p.index == home).filter(usable) {
+            return Some(p.clone());
+        }
+        if let Some(p) = procs.iter().find(|p| p.sleeping.load(Ordering::Relaxed)).filter(usable) {
+            return Some(p.clone());
+        }
+        let n = procs.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.rr.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|k| &procs[(start + k) % n])
+            .find(usable)
+            .or_else(|| procs.iter().find(|p| !p.retired.load(Ordering::Relaxed)))
+            .cloned()
+    }
+
+    /// Wakes `p` if it sleeps, keeping the idle count.
+    pub(crate) fn wake_proc(&self, p: &ProcesserShared) -> bool {
+        if p.wake() {
+            self.idle_dec();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Local work was queued: if some Processer sleeps, wake one so it can
+    /// steal.
+    pub(crate) fn wake_idle_for_local_work(&self) {
+        // Pairs with the SeqCst `sleeping` store + idle increment of a
+        // Processer going to sleep (Dekker; see processer.rs).
+        fence(Ordering::SeqCst);
+        if self.idle.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        for p in self.processers_snapshot().iter() {
+            if !p.blocked.load(Ordering::Relaxed) && self.wake_proc(p) {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn idle_inc(&self) {
+        self.idle.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn idle_dec(&self) {
+        self.idle.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wakes every Processer (stop, detach).
+    pub(crate) fn wake_all(&self) {
+        for p in self.processers_snapshot().iter() {
+            self.wake_proc(p);
+            if let Some(t) = p.thread.get() {
+                t.unpark();
+            }
+        }
+        crate::dispatcher::wake(self);
+    }
+
+    /// Whether the Processer running `local` should leave its loop.
+    pub(crate) fn should_exit(&self, local: &ProcLocal) -> bool {
+        if self.stopped.load(Ordering::Acquire) {
+            return true;
+        }
+        if self.detached.load(Ordering::SeqCst) && self.alive.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        if local.p.kind == Kind::Extra {
+            if let Some(since) = local.idle_since.get() {
+                return since.elapsed() >= self.config.idle_thread_timeout
+                    && crate::dispatcher::may_retire(self);
+            }
+        }
+        false
+    }
+
+    /// How long a sleeping Processer may sleep before it re-evaluates.
+    pub(crate) fn sleep_timeout(&self, local: &ProcLocal) -> Option<Duration> {
+        match (local.p.kind, local.idle_since.get()) {
+            (Kind::Extra, Some(since)) => Some(
+                self.config
+                    .idle_thread_timeout
+                    .saturating_sub(since.elapsed())
+                    .max(Duration::from_millis(1)),
+            ),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn new_stack(&self, size: usize) -> io::Result<StackMem> {
+        StackMem::new(size).inspect_err(|e| {
+            self.stack_errno
+                .store(e.raw_os_error().unwrap_or(libc::ENOMEM), Ordering::Relaxed);
+        })
+    }
+
+    /// Stacks went back to a pool: spawning may succeed again.
+    pub(crate) fn stack_released(&self) {
+        if self.stack_errno.load(Ordering::Relaxed) != 0 {
+            self.stack_errno.store(0, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn give_stacks(&self, batch: Vec<StackMem>) {
+        self.stack_pool.lock().extend(batch);
+    }
+
+    pub(crate) fn take_stacks(&self, n: usize) -> Vec<StackMem> {
+        self.stack_pool.lock().take_batch(n)
+    }
+
+    fn detach(&self) {
+        self.detached.store(true, Ordering::SeqCst);
+        self.wake_all();
+    }
+
+    fn shutdown(&self, timeout: Option<Duration>) -> Result<(), ShutdownError> {
+        if processer::current_task_ptr().is_some()
+            && processer::current_scheduler().is_some_and(|s| std::ptr::eq(&*s, self))
+        {
+            return Err(ShutdownError::FromOwnTask);
+        }
+        let start = Instant::now();
+        self.closing.store(true, Ordering::SeqCst);
+        {
+            let mut g = self.done_lock.lock();
+            while self.alive.load(Ordering::SeqCst) != 0 {
+                match timeout {
+                    None => self.done_cv.wait(&mut g),
+                    Some(t) => {
+                        let deadline = start + t;
+                        if self.done_cv.wait_until(&mut g, deadline).timed_out()
+                            && self.alive.load(Ordering::SeqCst) != 0
+                        {
+                            return Err(ShutdownError::TimedOut {
+                                waited: start.elapsed(),
+                                alive: self.alive.load(Ordering::SeqCst),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        self.stop_threads();
+        Ok(())
+    }
+
+    /// Stops and joins every thread of the scheduler.
+    fn stop_threads(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.wake_all();
+        let handles = std::mem::take(&mut *self.join_handles.lock());
+        let me = std::thread::current().id();
+        for h in handles {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+        crate::dispatcher::join(self);
+        self.timers.stop();
+    }
+
+    fn stats(&self) -> Stats {
+        let procs = self.processers_snapshot();
+        let processers: Vec<ProcesserStats> = procs
+            .iter()
+            .map(|p| ProcesserStats {
+                id: p.index,
+                switches: p.switches.load(Ordering::Relaxed),
+                queued: p.queued(),
+                blocked: p.blocked.load(Ordering::Relaxed),
+                running: p.running.load(Ordering::Relaxed),
+                sleeping: p.sleeping.load(Ordering::Relaxed),
+                rescued: p.rescued.load(Ordering::Relaxed),
+                kind: match p.kind {
+                    Kind::Core => "core",
+                    Kind::Extra => "extra",
+                    Kind::Caller => "caller",
+                },
+            })
+            .collect();
+        let d = &self.dispatch;
+        Stats {
+            threads: self.threads.load(Ordering::Relaxed),
+            spawned: self.spawned.load(Ordering::Relaxed),
+            completed: self.completed.load(Ordering::Relaxed),
+            alive: self.alive.load(Ordering::Relaxed),
+            blocked: processers.iter().filter(|p| p.blocked).count(),
+            blocked_detections: d.detections.load(Ordering::Relaxed),
+            tasks_rescued: d.rescued.load(Ordering::Relaxed),
+            threads_started: self.threads_started.load(Ordering::Relaxed),
+            threads_retired: self.threads_retired.load(Ordering::Relaxed),
+            live_stacks: stack::live_stacks(),
+            processers,
+        }
+    }
+}
+
+/// The scheduler to spawn on when none is named: the current task's, else
+/// the default one.
+pub(crate) fn current_or_default_shared() -> Result<Arc<Shared>, SpawnError> {
+    match processer::current_scheduler() {
+        Some(s) => Ok(s),
+        None => Scheduler::default_scheduler()
+            .map(|s| s.handle.shared.clone())
+            .map_err(SpawnError::DefaultScheduler),
+    }
+}

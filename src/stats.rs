@@ -1,0 +1,56 @@
+//! Statistics a user can read while the scheduler runs.
+
+/// A snapshot of a scheduler's counters, from
+/// [`Scheduler::stats`](crate::Scheduler::stats).
+///
+/// Counters are read one by one without a global lock, so a snapshot taken
+/// while tasks run may be off by the tasks in flight.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Live Processer threads (core and extra; `block_on` callers excluded).
+    pub threads: usize,
+    /// Tasks spawned since the scheduler started.
+    pub spawned: u64,
+    /// Tasks finished (returned, panicked, or failed to get a stack).
+    pub completed: u64,
+    /// Tasks spawned and not yet finished.
+    pub alive: usize,
+    /// Processers marked blocked right now.
+    pub blocked: usize,
+    /// Times the Dispatcher marked a Processer blocked.
+    pub blocked_detections: u64,
+    /// Tasks the Dispatcher moved off blocked Processers.
+    pub tasks_rescued: u64,
+    /// Processer threads started (core ones included).
+    pub threads_started: u64,
+    /// Extra Processer threads that exited after being idle.
+    pub threads_retired: u64,
+    /// Guarded coroutine stacks mapped in the whole process right now.
+    pub live_stacks: usize,
+    /// One entry per live Processer.
+    pub processers: Vec<ProcesserStats>,
+}
+
+/// One Processer's counters.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ProcesserStats {
+    /// The Processer's index (the `pin` target for core ones).
+    pub id: usize,
+    /// Switches into tasks so far.
+    pub switches: u64,
+    /// Tasks waiting in its new, runnable and pinned queues.
+    pub queued: usize,
+    /// Marked blocked by the Dispatcher right now.
+    pub blocked: bool,
+    /// A task is switched in right now.
+    pub running: bool,
+    /// The thread sleeps waiting for work.
+    pub sleeping: bool,
+    /// Tasks the Dispatcher moved off this Processer.
+    pub rescued: u64,
+    /// `"core"`, `"extra"` (started by the Dispatcher) or `"caller"` (a
+    /// thread inside `block_on`).
+    pub kind: &'static str,
+}
