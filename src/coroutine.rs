@@ -86,10 +86,14 @@ extern "C" fn entry(t: Transfer) -> ! {
     // and stays suspended inside `resume` until we switch back, so the slot
     // is alive and nobody else touches it until then.
     let job = unsafe { (*(t.data as *mut EntrySlot)).take() };
-    if let Some(job) = job {
+    if let (Some(job), Some(task)) = (job, crate::processer::current_task_ptr()) {
+        // SAFETY: the running task's header is kept alive by the Processer's
+        // Runnable while the task runs.
+        let sched = unsafe { &(*task).shared };
         // `run` catches panics; this outer guard only protects the invariant
         // that nothing unwinds into this extern "C" frame.
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || job.run())).is_err() {
+        let run = std::panic::AssertUnwindSafe(move || job.run(sched));
+        if std::panic::catch_unwind(run).is_err() {
             crate::overflow::fatal("a panic escaped a task's root frame");
         }
     }

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use crate::error::JoinError;
 use crate::park::Task;
+use crate::scheduler::Shared;
 use crate::task::TaskId;
 
 const DONE: u8 = 1;
@@ -80,8 +81,10 @@ impl<T> JoinInner<T> {
 
 /// Runs at the root of a coroutine, behind a type-erased box.
 pub(crate) trait TaskEntry: Send {
-    /// Runs the user's closure, catching any panic, and publishes the result.
-    fn run(self: Box<Self>);
+    /// Runs the user's closure, catching any panic, and publishes the result
+    /// (counting the task as completed in `sched` first, so that a joiner
+    /// that wakes up sees it counted).
+    fn run(self: Box<Self>, sched: &Shared);
     /// The task can never run (no stack could be had): publish the error.
     fn fail(self: Box<Self>, e: JoinError);
 }
@@ -97,7 +100,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>) {
+    fn run(self: Box<Self>, sched: &Shared) {
         let Spawned { f, join } = *self;
         let r = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::panic);
         // Coroutine-local values die with the task, before the joiner wakes.
@@ -106,6 +109,7 @@ where
                 eprintln!("gofer: a coroutine-local destructor panicked: {m}");
             }
         }
+        sched.completed.fetch_add(1, Ordering::Relaxed);
         join.complete(r);
     }
 
