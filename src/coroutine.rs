@@ -60,7 +60,7 @@ impl Suspend {
 
 /// What the Processer hands a coroutine on its first resume: the closure to
 /// run. Lives on the Processer's stack for the duration of the first switch.
-pub(crate) type EntrySlot = Option<Box<dyn crate::join::TaskEntry>>;
+pub(crate) type EntrySlot = Option<std::sync::Arc<dyn crate::join::TaskEntry>>;
 
 thread_local! {
     /// The context of the Processer loop on this thread, while a task runs.

@@ -380,7 +380,9 @@ impl ProcLocal {
     /// Runs one task until it switches out, then files it.
     fn run_task(&self, mut t: Runnable) {
         let header = Arc::as_ptr(t.header());
-        t.header().home.store(self.p.index, Ordering::Relaxed);
+        if t.header().home.load(Ordering::Relaxed) != self.p.index {
+            t.header().home.store(self.p.index, Ordering::Relaxed);
+        }
         let mut slot: EntrySlot = None;
         let ctx = match t.run().ctx.take() {
             Some(ctx) => ctx,
@@ -546,7 +548,21 @@ impl ProcLocal {
     }
 
     /// No local work: steal, spin a little, then sleep until woken.
+    ///
+    /// While it spins the Processer counts as *searching*: a thread that
+    /// queues local work does not wake a sleeping Processer while another is
+    /// already looking for work (Go's spinning Ms).
     fn find_work(&self) -> Option<Runnable> {
+        self.sched.searching_inc();
+        let found = self.spin_for_work();
+        self.sched.searching_dec();
+        if found.is_some() {
+            return found;
+        }
+        self.sleep()
+    }
+
+    fn spin_for_work(&self) -> Option<Runnable> {
         for round in 0..SPIN_ROUNDS {
             if let Some(t) = self.steal().or_else(|| self.pull_remote()) {
                 return Some(t);
@@ -557,7 +573,7 @@ impl ProcLocal {
                 std::thread::yield_now();
             }
         }
-        self.sleep()
+        None
     }
 
     fn sleep(&self) -> Option<Runnable> {

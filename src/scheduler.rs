@@ -426,6 +426,8 @@ pub(crate) struct Shared {
     pub(crate) completed: AtomicU64,
     /// Processers asleep waiting for work.
     idle: AtomicUsize,
+    /// Processers spinning in search of work.
+    searching: AtomicUsize,
     /// Core + Extra Processer threads alive.
     pub(crate) threads: AtomicUsize,
     pub(crate) threads_started: AtomicU64,
@@ -459,6 +461,7 @@ impl Shared {
             spawned: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             idle: AtomicUsize::new(0),
+            searching: AtomicUsize::new(0),
             threads: AtomicUsize::new(0),
             threads_started: AtomicU64::new(0),
             threads_retired: AtomicU64::new(0),
@@ -714,7 +717,7 @@ impl Shared {
         // Pairs with the SeqCst `sleeping` store + idle increment of a
         // Processer going to sleep (Dekker; see processer.rs).
         fence(Ordering::SeqCst);
-        if self.idle.load(Ordering::Relaxed) == 0 {
+        if self.idle.load(Ordering::Relaxed) == 0 || self.searching.load(Ordering::Relaxed) != 0 {
             return;
         }
         for p in self.processers_snapshot().iter() {
@@ -722,6 +725,14 @@ impl Shared {
                 return;
             }
         }
+    }
+
+    pub(crate) fn searching_inc(&self) {
+        self.searching.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn searching_dec(&self) {
+        self.searching.fetch_sub(1, Ordering::SeqCst);
     }
 
     pub(crate) fn idle_inc(&self) {
