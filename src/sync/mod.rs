@@ -1,2 +1,16 @@
 //! Coroutine-aware synchronisation primitives: they park the task inside a
 //! coroutine and block the thread outside one, and mix freely.
+//!
+//! The API follows `parking_lot` (no poisoning), starting with [`Mutex`].
+//! The primitives queue their waiters on one shared building block
+//! (`waitqueue.rs`) that parks through [`park`](crate::park) and serves
+//! waiters in FIFO order; each type's file documents its state machine.
+//!
+//! Do not hold a `std::sync::MutexGuard` across a switch in a task; these
+//! guards are made for it: a task may move to another thread while it holds
+//! one.
+
+mod mutex;
+mod waitqueue;
+
+pub use mutex::{Mutex, MutexGuard};
