@@ -1,7 +1,7 @@
 //! Coroutine-aware synchronisation primitives: they park the task inside a
 //! coroutine and block the thread outside one, and mix freely.
 //!
-//! The API follows `parking_lot` (no poisoning), starting with [`Mutex`].
+//! The API follows `parking_lot` (no poisoning): [`Mutex`] and [`Condvar`].
 //! The primitives queue their waiters on one shared building block
 //! (`waitqueue.rs`) that parks through [`park`](crate::park) and serves
 //! waiters in FIFO order; each type's file documents its state machine.
@@ -10,7 +10,9 @@
 //! guards are made for it: a task may move to another thread while it holds
 //! one.
 
+mod condvar;
 mod mutex;
 mod waitqueue;
 
+pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard};
