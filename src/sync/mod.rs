@@ -1,8 +1,8 @@
 //! Coroutine-aware synchronisation primitives: they park the task inside a
 //! coroutine and block the thread outside one, and mix freely.
 //!
-//! The API follows `parking_lot` (no poisoning): [`Mutex`], [`RwLock`] and
-//! [`Condvar`]. The primitives queue their waiters on one shared building block
+//! The API follows `parking_lot` (no poisoning): [`Mutex`], [`RwLock`],
+//! [`Condvar`], plus a [`Semaphore`]. The primitives queue their waiters on one shared building block
 //! (`waitqueue.rs`) that parks through [`park`](crate::park) and serves
 //! waiters in FIFO order; each type's file documents its state machine.
 //!
@@ -13,8 +13,10 @@
 mod condvar;
 mod mutex;
 mod rwlock;
+mod semaphore;
 mod waitqueue;
 
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Semaphore, SemaphorePermit};
