@@ -2,7 +2,8 @@
 //! coroutine and block the thread outside one, and mix freely.
 //!
 //! The API follows `parking_lot` (no poisoning): [`Mutex`], [`RwLock`],
-//! [`Condvar`], plus a [`Semaphore`]. The primitives queue their waiters on one shared building block
+//! [`Condvar`], plus [`Semaphore`] and a Go-style [`WaitGroup`]. The
+//! primitives queue their waiters on one shared building block
 //! (`waitqueue.rs`) that parks through [`park`](crate::park) and serves
 //! waiters in FIFO order; each type's file documents its state machine.
 //!
@@ -14,9 +15,11 @@ mod condvar;
 mod mutex;
 mod rwlock;
 mod semaphore;
+mod waitgroup;
 mod waitqueue;
 
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use waitgroup::WaitGroup;
