@@ -103,8 +103,14 @@ fn try_lock_for_expires_while_held_on_a_task_and_a_thread() {
     let (task_timed_out, task_waited) = join_all(vec![task]).pop().unwrap();
     let (thread_timed_out, thread_waited) = within(move || thread.join().unwrap());
     assert!(task_timed_out && thread_timed_out);
-    assert!(task_waited >= TIMEOUT, "task gave up early: {task_waited:?}");
-    assert!(thread_waited >= TIMEOUT, "thread gave up early: {thread_waited:?}");
+    assert!(
+        task_waited >= TIMEOUT,
+        "task gave up early: {task_waited:?}"
+    );
+    assert!(
+        thread_waited >= TIMEOUT,
+        "thread gave up early: {thread_waited:?}"
+    );
     drop(g);
     // The timed-out waiters left nothing behind: lock and unlock still work.
     drop(m.try_lock().expect("free after the timeouts"));

@@ -138,7 +138,10 @@ fn waiting_writer_blocks_new_readers() {
     let l3 = lock.clone();
     let late_reader = s.spawn(move || l3.try_read_for(Duration::from_millis(20)).is_none());
     assert_eq!(join_all(vec![late_reader]), vec![true]);
-    assert!(!writer.is_finished(), "the writer waits for the first reader");
+    assert!(
+        !writer.is_finished(),
+        "the writer waits for the first reader"
+    );
     drop(r1);
     join_all(vec![writer]);
     assert_eq!(*lock.read(), 1);

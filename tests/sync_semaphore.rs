@@ -117,7 +117,8 @@ fn acquire_timeout_succeeds_when_a_permit_comes_in_time() {
     let (sem2, started2) = (sem.clone(), started.clone());
     let h = s.spawn(move || {
         started2.store(true, Ordering::SeqCst);
-        sem2.acquire_timeout(Duration::from_secs(60)).map(|p| p.forget())
+        sem2.acquire_timeout(Duration::from_secs(60))
+            .map(|p| p.forget())
     });
     wait_for("the waiter to start", || started.load(Ordering::SeqCst));
     sem.add_permits(1);

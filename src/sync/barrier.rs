@@ -71,11 +71,15 @@ impl Barrier {
         let mut q = self.queue.lock();
         q.arrived += 1;
         if q.arrived < self.n {
-            let r = q.wait(WaitOptions::default(), || {}, |q| {
-                // Only reached when unwinding: this party no longer counts.
-                q.arrived -= 1;
-                Wakes::new()
-            });
+            let r = q.wait(
+                WaitOptions::default(),
+                || {},
+                |q| {
+                    // Only reached when unwinding: this party no longer counts.
+                    q.arrived -= 1;
+                    Wakes::new()
+                },
+            );
             debug_assert!(r.is_ok(), "a wait without a deadline cannot time out");
             return BarrierWaitResult(false);
         }

@@ -245,12 +245,10 @@ impl<T: ?Sized> RwLock<T> {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             if let Some(new) = take(s) {
-                match self.state.compare_exchange_weak(
-                    s,
-                    new,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
+                match self
+                    .state
+                    .compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed)
+                {
                     Ok(_) => return true,
                     Err(now) => s = now,
                 }
@@ -327,7 +325,7 @@ impl<T: ?Sized> RwLock<T> {
                         let k = q.front_run(READ);
                         let readers = (s / ONE_READER).saturating_add(k);
                         assert!(readers <= MAX_READERS, "gofer: too many RwLock readers");
-                        (k, readers * ONE_READER | parked(q.len() - k))
+                        (k, (readers * ONE_READER) | parked(q.len() - k))
                     }
                     _ => (0, (s & !PARKED) | parked(q.len())),
                 }

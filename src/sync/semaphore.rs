@@ -118,12 +118,10 @@ impl Semaphore {
             if s & PARKED != 0 || s < ONE {
                 return None;
             }
-            match self.state.compare_exchange_weak(
-                s,
-                s - ONE,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
+            match self
+                .state
+                .compare_exchange_weak(s, s - ONE, Ordering::Acquire, Ordering::Relaxed)
+            {
                 Ok(_) => return Some(SemaphorePermit { sem: self }),
                 Err(now) => s = now,
             }
