@@ -88,6 +88,7 @@ impl RawMutex {
 
     #[inline]
     pub(crate) fn lock(&self) {
+        // Acquire: pairs with the Release of the unlock that freed the lock.
         if self
             .state
             .compare_exchange_weak(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
@@ -104,6 +105,7 @@ impl RawMutex {
             if s & LOCKED != 0 {
                 return false;
             }
+            // Acquire: pairs with the Release of the unlock that freed the lock.
             match self.state.compare_exchange_weak(
                 s,
                 s | LOCKED,
@@ -118,6 +120,7 @@ impl RawMutex {
 
     /// Locks unless `deadline` passes first; returns whether it locked.
     pub(crate) fn try_lock_until(&self, deadline: Instant) -> bool {
+        // Acquire: pairs with the Release of the unlock that freed the lock.
         self.state
             .compare_exchange_weak(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -128,6 +131,7 @@ impl RawMutex {
     /// ensure this).
     #[inline]
     pub(crate) fn unlock(&self) {
+        // Release: pairs with the Acquire of the next CAS that sets LOCKED.
         if self
             .state
             .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
@@ -150,6 +154,7 @@ impl RawMutex {
         loop {
             if s & LOCKED == 0 {
                 // Barging is allowed, even past waiters (module docs).
+                // Acquire: pairs with the Release of the unlock that freed the lock.
                 match self.state.compare_exchange_weak(
                     s,
                     s | LOCKED,

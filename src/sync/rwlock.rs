@@ -145,6 +145,7 @@ impl<T: ?Sized> RwLock<T> {
             if s & (WRITER | PARKED) != 0 {
                 return None;
             }
+            // Acquire: pairs with the Release of the writer's unlock (or the grant).
             match self.state.compare_exchange_weak(
                 s,
                 add_reader(s),
@@ -206,6 +207,7 @@ impl<T: ?Sized> RwLock<T> {
     #[inline]
     fn try_read_fast(&self) -> bool {
         let s = self.state.load(Ordering::Relaxed);
+        // Acquire: pairs with the Release of the writer's unlock (or the grant).
         s & (WRITER | PARKED) == 0
             && self
                 .state
@@ -215,6 +217,7 @@ impl<T: ?Sized> RwLock<T> {
 
     #[inline]
     fn try_write_fast(&self) -> bool {
+        // Acquire: pairs with the Release of the last unlock (read or write).
         self.state
             .compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -245,6 +248,7 @@ impl<T: ?Sized> RwLock<T> {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             if let Some(new) = take(s) {
+                // Acquire: pairs with the Release of the unlocks before us.
                 match self
                     .state
                     .compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed)
@@ -272,6 +276,7 @@ impl<T: ?Sized> RwLock<T> {
             // the exact state that blocks us (module docs).
             let queued = loop {
                 if let Some(new) = take(s) {
+                    // Acquire: as above.
                     match self.state.compare_exchange_weak(
                         s,
                         new,

@@ -118,6 +118,7 @@ impl Semaphore {
             if s & PARKED != 0 || s < ONE {
                 return None;
             }
+            // Acquire: pairs with the Release of the release that added the permit.
             match self
                 .state
                 .compare_exchange_weak(s, s - ONE, Ordering::Acquire, Ordering::Relaxed)
@@ -152,6 +153,7 @@ impl Semaphore {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             if s & PARKED == 0 && s >= ONE {
+                // Acquire: pairs with the Release of the release that added the permit.
                 match self.state.compare_exchange_weak(
                     s,
                     s - ONE,
