@@ -311,3 +311,24 @@ fn debug_shows_the_value_or_locked() {
     assert_eq!(format!("{m:?}"), "Mutex { data: <locked> }");
     assert_eq!(format!("{g:?} {g}"), "3 3");
 }
+
+#[test]
+fn primitives_are_send_and_sync_and_guards_are_send() {
+    use gofer::sync::{
+        Barrier, Condvar, RwLock, RwLockReadGuard, RwLockWriteGuard, Semaphore, SemaphorePermit,
+        WaitGroup,
+    };
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Mutex<Vec<u8>>>();
+    send_sync::<RwLock<Vec<u8>>>();
+    send_sync::<Condvar>();
+    send_sync::<Semaphore>();
+    send_sync::<WaitGroup>();
+    send_sync::<Barrier>();
+    // A task holding a guard may resume on another thread.
+    send::<MutexGuard<'static, Vec<u8>>>();
+    send::<RwLockReadGuard<'static, Vec<u8>>>();
+    send::<RwLockWriteGuard<'static, Vec<u8>>>();
+    send::<SemaphorePermit<'static>>();
+}
