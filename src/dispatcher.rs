@@ -320,7 +320,11 @@ impl Dispatcher {
         }
         while d.deep.load(Ordering::SeqCst) {
             let s = &self.shared;
-            if s.stopped.load(Ordering::Acquire) || s.detached.load(Ordering::SeqCst) {
+            // Leave only to exit: a detached scheduler with parked tasks
+            // still sleeps here (the last task's end wakes us).
+            if s.stopped.load(Ordering::Acquire)
+                || (s.detached.load(Ordering::SeqCst) && s.alive.load(Ordering::SeqCst) == 0)
+            {
                 break;
             }
             std::thread::park();

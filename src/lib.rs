@@ -61,6 +61,7 @@ mod error;
 mod join;
 mod locals;
 mod overflow;
+mod panic_hook;
 mod park;
 mod park_state;
 mod processer;

@@ -16,6 +16,8 @@
 //!  Processer, after switch:  EMPTY    -> PARKED    (Release) the context is saved
 //!  Processer, after switch:  NOTIFIED -> EMPTY     (Acquire) an unpark came while switching out: requeue
 //!  unpark():                 EMPTY    -> NOTIFIED  (Release) task running or still switching out
+//!  unpark():                 NOTIFIED -> NOTIFIED  (Release) a write even so: publishes the
+//!                                                  caller's writes to the token's consumer
 //!  unpark():                 PARKED   -> EMPTY     (AcqRel) the winner schedules the task
 //! ```
 //!
@@ -111,7 +113,12 @@ impl ParkState {
         let mut s = self.0.load(Ordering::Relaxed);
         loop {
             let (to, success) = match s {
-                NOTIFIED => return false,
+                // Already notified: still write (NOTIFIED -> NOTIFIED) with
+                // Release. Returning on the load alone would not publish the
+                // caller's writes: the task could consume the older token,
+                // miss the condition this unpark is about, and sleep forever
+                // (the loom model `a_condition_set_before_unpark_...`).
+                NOTIFIED => (NOTIFIED, Ordering::Release),
                 // Release: pairs with the Acquire of take_token / try_park.
                 EMPTY => (NOTIFIED, Ordering::Release),
                 // AcqRel: Acquire pairs with try_park's Release (the saved
@@ -202,6 +209,48 @@ mod loom_models {
                 let _ = st.try_park();
             }
             u.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_condition_set_before_unpark_is_seen_even_through_a_stale_token() {
+        // The waiter pattern every primitive uses: the waker sets a flag and
+        // unparks; the task loops "check flag, park". A stale token (from an
+        // earlier unpark) must not let the task consume it, miss the flag,
+        // and sleep forever: unpark has to publish the flag even when it
+        // finds NOTIFIED already set.
+        loom::model(|| {
+            let st = Arc::new(ParkState::new());
+            let flag = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+            assert!(!st.unpark()); // the stale token
+            let resumed = Arc::new(AtomicUsize::new(0));
+            let w = {
+                let (st, flag, resumed) = (st.clone(), flag.clone(), resumed.clone());
+                thread::spawn(move || {
+                    flag.store(true, Ordering::Relaxed);
+                    if st.unpark() {
+                        resumed.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            };
+            // Waiter loop, at most two rounds (the first may eat the stale
+            // token).
+            let mut asleep = false;
+            for _ in 0..2 {
+                if flag.load(Ordering::Relaxed) {
+                    break;
+                }
+                if park(&st) {
+                    asleep = true;
+                    break;
+                }
+            }
+            w.join().unwrap();
+            if asleep {
+                assert_eq!(resumed.load(Ordering::SeqCst), 1, "lost wake-up");
+            } else {
+                assert!(flag.load(Ordering::Relaxed) || resumed.load(Ordering::SeqCst) == 0);
+            }
         });
     }
 

@@ -230,6 +230,7 @@ impl SchedulerBuilder {
     pub fn build(self) -> Result<Scheduler, ConfigError> {
         let config = self.validate()?;
         crate::overflow::install();
+        crate::panic_hook::install();
         let shared = Shared::new(config);
         for _ in 0..shared.config.min_threads {
             if let Err(e) = shared.start_processer(Kind::Core) {

@@ -1,0 +1,80 @@
+//! Running the panic hook of a task on a stack of its own.
+//!
+//! When a task panics, Rust calls the panic hook on the panicking stack.
+//! The default hook, with `RUST_BACKTRACE` set, resolves symbols there, which
+//! takes far more than a small coroutine stack (16 KiB) has: the task would
+//! overflow its stack while reporting its panic, and the process would
+//! abort. So gofer wraps the installed hook once: outside tasks it calls the
+//! previous hook as is; inside a task it first captures the task's frames
+//! (cheap on stack; symbols are resolved later), then switches to a fresh
+//! [`HOOK_STACK_SIZE`] stack, runs the previous hook there, prints the task's
+//! backtrace if backtraces are enabled, and switches back. The previous
+//! hook's own backtrace, if it prints one, shows only that hook stack.
+
+use std::backtrace::{Backtrace, BacktraceStatus};
+use std::panic::{self, AssertUnwindSafe, PanicHookInfo};
+use std::sync::Once;
+
+use context::{Context, Transfer};
+
+use crate::stack::{self, StackMem};
+
+/// Stack for running the hook of a panicking task.
+const HOOK_STACK_SIZE: usize = 256 * 1024;
+
+type Hook = Box<dyn Fn(&PanicHookInfo<'_>) + Sync + Send + 'static>;
+
+/// Wraps the current panic hook (once per process).
+pub(crate) fn install() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let prev: Hook = panic::take_hook();
+        panic::set_hook(Box::new(move |info| hook(&prev, info)));
+    });
+}
+
+fn hook(prev: &Hook, info: &PanicHookInfo<'_>) {
+    if crate::processer::current_task_ptr().is_none() {
+        return prev(info);
+    }
+    // Frames only; symbols are resolved when printed, on the big stack.
+    let bt = Backtrace::capture();
+    let Ok(stack) = StackMem::new(stack::round_to_pages(HOOK_STACK_SIZE)) else {
+        return prev(info);
+    };
+    let mut job = || {
+        prev(info);
+        if bt.status() == BacktraceStatus::Captured {
+            eprintln!("task backtrace:\n{bt}");
+        }
+    };
+    run_on(&stack, &mut job);
+}
+
+/// Runs `f` to completion on `stack`, then returns to the caller's stack.
+fn run_on(stack: &StackMem, f: &mut dyn FnMut()) {
+    extern "C" fn trampoline(t: Transfer) -> ! {
+        // SAFETY: `t.data` points at the `&mut dyn FnMut()` on the caller's
+        // stack, which stays alive and untouched while the caller is
+        // suspended in `resume` below.
+        let f = unsafe { &mut *(t.data as *mut &mut dyn FnMut()) };
+        // A panic inside a panic hook aborts in std anyway; never unwind
+        // through this extern "C" frame.
+        if panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
+            crate::overflow::fatal("the panic hook panicked");
+        }
+        // SAFETY: `t.context` is the caller, suspended in `resume`; we never
+        // come back to this stack (the caller drops it).
+        unsafe { t.context.resume(0) };
+        crate::overflow::fatal("a finished panic-hook context was resumed");
+    }
+    let s = stack.as_context_stack();
+    let mut f = f;
+    // SAFETY: `stack` outlives the context (it is dropped by our caller after
+    // we return, and the context is never resumed again); `f` is alive for
+    // the whole excursion, which ends before we return.
+    unsafe {
+        let ctx = Context::new(&s, trampoline);
+        let _ = ctx.resume(&mut f as *mut &mut dyn FnMut() as usize);
+    }
+}
