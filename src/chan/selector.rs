@@ -8,13 +8,18 @@
 //! 2. Try each arm without blocking, in that order. The first that completes
 //!    wins. (A receive on a disconnected channel, or a send to one,
 //!    completes at once with its error, as a plain `recv`/`send` would.)
-//! 3. With a `default` arm, stop here; with a deadline that passed, too.
-//! 4. Otherwise put one [`Waiter`] on the stack and register an entry for
-//!    it on every arm's channel, in the same order. If registering finds
-//!    an arm ready after all (a value arrived since step 2), stop
-//!    registering and try to abort the waiter (`WAITING -> ABORTED`): on
-//!    success, unregister everywhere and start over at step 1; if the abort
-//!    fails, a peer has already claimed the waiter, so go on to step 5.
+//! 3. Put one [`Waiter`] on the stack and register a node for it on every
+//!    arm's channel, in the same order. If registering finds an arm ready
+//!    after all (a value arrived since step 2), stop registering and try to
+//!    abort the waiter (`WAITING -> ABORTED`): on success, unregister
+//!    everywhere and start over at step 1; if the abort fails, a peer has
+//!    already claimed the waiter, so go on to step 5.
+//! 4. With a `default` arm (or a deadline that passed), abort the waiter
+//!    now: on success nothing was ready at the moment the select was
+//!    registered everywhere, so it reports `None`; if the abort fails, a peer
+//!    completed an arm meanwhile, and that arm wins. This makes a
+//!    non-blocking select linearizable: it cannot miss a value that arrives
+//!    on one channel while it looks at another (Go's `TestNonblockSelectRace`).
 //! 5. Park until a peer completes one arm (`DONE + arm`), or the deadline
 //!    passes and the waiter aborts itself.
 //! 6. Unregister from every channel the waiter was registered on (each under
@@ -267,12 +272,6 @@ pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize
                 return Some(i);
             }
         }
-        match mode {
-            Mode::Now => return None,
-            Mode::Deadline(d) if Instant::now() >= d => return None,
-            _ => {}
-        }
-
         let waiter = Waiter::new();
         let mut registered = 0;
         let mut ready = false;
@@ -287,7 +286,12 @@ pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize
             }
             registered += 1;
         }
-        let outcome = if ready {
+        let give_up = match mode {
+            Mode::Block => false,
+            Mode::Now => true,
+            Mode::Deadline(d) => Instant::now() >= d,
+        };
+        let outcome = if ready || give_up {
             if waiter.try_abort() {
                 Outcome::Aborted
             } else {
@@ -309,7 +313,8 @@ pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize
             }
             // An arm became ready while registering: try them all again.
             Outcome::Aborted if ready => continue,
-            // The deadline passed.
+            // Nothing was ready while we were registered everywhere (a
+            // non-blocking select), or the deadline passed.
             Outcome::Aborted => return None,
         }
     }
