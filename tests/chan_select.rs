@@ -130,7 +130,7 @@ fn blocked_select_completes_exactly_one_arm() {
         let (ok1, ok2) = (s1.join().unwrap(), s2.join().unwrap());
         assert_eq!(v, arm * 10);
         assert_eq!(ok1 as i32 + ok2 as i32, 1, "exactly one send completed");
-        assert_eq!(if arm == 1 { ok1 } else { ok2 }, true);
+        assert!(if arm == 1 { ok1 } else { ok2 });
     }
     s.shutdown();
 }

@@ -49,6 +49,10 @@ use super::sender::Sender;
 use super::waiter::{Node, Outcome, Waiter};
 
 /// One operation of a `select!`, as the algorithm sees it.
+///
+/// While an arm is registered, peers on other threads reach its node through
+/// raw pointers, so the methods that run then (`register`, `unregister`)
+/// take `&self`: no `&mut` to the node exists while it may be shared.
 pub(crate) trait SelectArm {
     /// Tries to complete the operation now, without blocking. Called with no
     /// entry of this select registered anywhere.
@@ -61,10 +65,10 @@ pub(crate) trait SelectArm {
     /// The caller keeps `self` and `waiter` in place, and calls
     /// [`unregister`](Self::unregister) before either goes away or moves
     /// (see `waiter.rs`); [`select`] does.
-    unsafe fn register(&mut self, waiter: &Waiter, arm: usize) -> bool;
+    unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool;
 
     /// Unlinks the arm's node from the operation's channel, if still queued.
-    fn unregister(&mut self);
+    fn unregister(&self);
 
     /// A peer completed this arm: turn the slot into the arm's result.
     fn completed(&mut self);
@@ -148,7 +152,7 @@ impl<T> SelectArm for RecvArm<'_, T> {
         true
     }
 
-    unsafe fn register(&mut self, waiter: &Waiter, arm: usize) -> bool {
+    unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool {
         let mut st = self.rx.chan.lock();
         if st.recv_ready(waiter) {
             return true;
@@ -159,7 +163,7 @@ impl<T> SelectArm for RecvArm<'_, T> {
         false
     }
 
-    fn unregister(&mut self) {
+    fn unregister(&self) {
         self.rx.chan.lock().unregister_receiver(&self.node);
     }
 
@@ -221,7 +225,7 @@ impl<T> SelectArm for SendArm<'_, T> {
         true
     }
 
-    unsafe fn register(&mut self, waiter: &Waiter, arm: usize) -> bool {
+    unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool {
         let chan = &self.tx.chan;
         let mut st = chan.lock();
         if st.send_ready(chan.cap(), waiter) {
@@ -232,7 +236,7 @@ impl<T> SelectArm for SendArm<'_, T> {
         false
     }
 
-    fn unregister(&mut self) {
+    fn unregister(&self) {
         self.tx.chan.lock().unregister_sender(&self.node);
     }
 
