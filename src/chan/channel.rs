@@ -5,8 +5,8 @@
 //!
 //! Under one [`SpinLock`]: the buffer of values (never longer than the
 //! capacity; always empty for a rendezvous channel), the queue of blocked
-//! senders (each entry's slot holds the value it wants to send), the queue
-//! of blocked receivers (each entry's slot is empty, waiting for a value),
+//! senders (each node's slot holds the value it wants to send), the queue
+//! of blocked receivers (each node's slot is empty, waiting for a value),
 //! and the `disconnected` flag.
 //!
 //! Invariants, while the lock is free: if receivers are waiting (undecided)
@@ -125,7 +125,7 @@ pub(crate) enum RecvAttempt<T> {
 
 impl<T> State<T> {
     /// Tries to send `v` now. `me` is the caller's own waiter when it has
-    /// entries queued (a `select!`), so it never pairs with itself.
+    /// nodes queued (a `select!`), so it never pairs with itself.
     pub(crate) fn try_send(
         &mut self,
         v: T,

@@ -1,7 +1,7 @@
 //! The lock around one channel's state: a small spinlock.
 //!
 //! A channel's critical sections are a handful of instructions (move a value,
-//! push or pop a queue entry, one CAS on a waiter) and never switch out, run
+//! link or unlink a queue node, one CAS on a waiter) and never switch out, run
 //! user code or drop user values, so a holder is only ever delayed by the OS
 //! preempting its thread. A spinlock suits that: taking it is one CAS and
 //! releasing it is one plain store, where a general mutex pays a second

@@ -31,7 +31,7 @@
 //! retry" safe: a peer that lost the CAS simply serves someone else.
 //!
 //! One `select!` never pairs with itself (a send and a receive arm on the
-//! same channel): each queue skips entries of the caller's own waiter.
+//! same channel): each queue skips nodes of the caller's own waiter.
 //!
 //! # No allocation
 //!
@@ -55,7 +55,7 @@ use super::waiter::{Node, Outcome, Waiter};
 /// take `&self`: no `&mut` to the node exists while it may be shared.
 pub(crate) trait SelectArm {
     /// Tries to complete the operation now, without blocking. Called with no
-    /// entry of this select registered anywhere.
+    /// node of this select registered anywhere.
     fn try_complete(&mut self) -> bool;
 
     /// Registers `waiter` as arm `arm` on the operation's channel, unless the
@@ -305,8 +305,8 @@ pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize
         } else {
             waiter.wait(mode.deadline())
         };
-        // Remove every remaining entry before `waiter` (and the slots)
-        // can go away; the completed arm's entry was removed by its peer.
+        // Unlink every remaining node before `waiter` (and the arms)
+        // can go away; the completed arm's node was unlinked by its peer.
         for &i in &order[..registered] {
             arms[i].0.unregister();
         }

@@ -23,7 +23,7 @@
 //! Transitions, with the side that performs each:
 //!
 //! ```text
-//!  peer (the claimer), under the lock of the channel holding the entry:
+//!  peer (the claimer), under the lock of the channel holding the node:
 //!      WAITING -> CLAIMED      CAS: the one decision; the winner owns the waiter
 //!  claimer, after moving the value and waking the waiter (lock not needed):
 //!      CLAIMED -> DONE + arm   store (Release): the claimer's last touch
@@ -50,6 +50,23 @@
 //!  - C won:  W's CAS fails; W waits (spinning, yielding) for DONE, then
 //!            reads its slot: the operation completed before the timeout.
 //! ```
+//!
+//! Both sides of two channels firing for one `select!` waiter S (nodes on
+//! channels A and B):
+//!
+//! ```text
+//!  peer P1 (holds A's lock)               peer P2 (holds B's lock)
+//!  1. CAS WAITING -> CLAIMED succeeds     1. CAS WAITING -> CLAIMED fails
+//!  2. unlink S's A node, move the value   2. unlink S's B node (stale), then
+//!  3. wake S, store DONE + a                 serve the next node, buffer, or park
+//!  S: sees DONE + a (Acquire), takes B's lock to unregister its B node
+//!     (already unlinked: nothing to do), returns arm a.
+//! ```
+//!
+//! And a `select!` that finds an arm ready while registering (it registered
+//! on A, then sees B ready) races a peer of A the same way: S's own
+//! `WAITING -> ABORTED` against P1's `WAITING -> CLAIMED`. If S wins it
+//! unregisters from A and starts over; if P1 wins, S waits for `DONE + a`.
 //!
 //! # Why the waiter's memory stays valid
 //!
@@ -142,12 +159,12 @@ impl Waiter {
     }
 
     /// The claim: `WAITING -> CLAIMED`. Called by a peer holding the lock of
-    /// the channel whose queue holds an entry for this waiter. On success the
+    /// the channel whose queue holds a node of this waiter. On success the
     /// caller owns the waiter until it calls [`Claimed::finish`].
     fn try_claim(&self) -> bool {
         // Relaxed: the claimer reads nothing the waiter published through
-        // `state`. The waiter's slot and handle were written before its entry
-        // was queued, and the claimer found the entry under the same channel
+        // `state`. The node's slot and the waiter's handle were written before the node
+        // was queued, and the claimer found the node under the same channel
         // lock, which orders those writes before this point. Atomicity alone
         // decides the race with `try_abort`.
         self.state
