@@ -638,3 +638,24 @@ fn error_messages_are_clear() {
     );
     assert_eq!(TryRecvError::from(RecvError), TryRecvError::Disconnected);
 }
+
+#[test]
+fn timed_out_operations_leave_no_registration_behind() {
+    // After a receive times out, no receiver may be left registered: a
+    // rendezvous try_send must find nobody to hand its value to.
+    let s = sched(1);
+    let (tx, rx) = bounded::<i32>(0);
+    assert_eq!(rx.recv_timeout(ms(5)), Err(RecvTimeoutError::Timeout));
+    assert_eq!(tx.try_send(1), Err(TrySendError::Full(1)));
+    let rx2 = rx.clone();
+    let h = s.spawn(move || rx2.recv_timeout(ms(5)));
+    assert_eq!(h.join().unwrap(), Err(RecvTimeoutError::Timeout));
+    assert_eq!(tx.try_send(2), Err(TrySendError::Full(2)));
+    // And the same for senders: no value is left behind to be received.
+    assert_eq!(tx.send_timeout(3, ms(5)), Err(SendTimeoutError::Timeout(3)));
+    let tx2 = tx.clone();
+    let h = s.spawn(move || tx2.send_timeout(4, ms(5)));
+    assert_eq!(h.join().unwrap(), Err(SendTimeoutError::Timeout(4)));
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    s.shutdown();
+}

@@ -482,3 +482,47 @@ fn selects_in_threads_and_tasks_interoperate() {
     assert_eq!(th.join().unwrap(), (0..n as u64).sum::<u64>());
     s.shutdown();
 }
+
+#[test]
+fn timed_out_select_leaves_no_registration_behind() {
+    let (tx1, rx1) = bounded::<i32>(0);
+    let (tx2, rx2) = bounded::<i32>(0);
+    let r = select! {
+        recv(rx1) -> _ => false,
+        send(tx2, 5) -> _ => false,
+        default(ms(5)) => true,
+    };
+    assert!(r);
+    // Neither the receive nor the send is still registered.
+    assert!(tx1.try_send(1).unwrap_err().is_full());
+    assert_eq!(rx2.try_recv(), Err(gofer::chan::TryRecvError::Empty));
+}
+
+#[test]
+fn select_ping_pong_on_one_processer() {
+    // Every hand-off parks and wakes a select on the same Processer.
+    let s = sched(1);
+    let (a_tx, a_rx) = bounded::<u32>(0);
+    let (b_tx, b_rx) = bounded::<u32>(0);
+    let (_idle_tx, idle_rx) = bounded::<u32>(0);
+    let echo = s.spawn(move || loop {
+        let v = select! {
+            recv(a_rx) -> v => match v { Ok(v) => v, Err(_) => return },
+            recv(idle_rx) -> _ => unreachable!(),
+        };
+        select! {
+            send(b_tx, v + 1) -> r => r.unwrap(),
+            recv(idle_rx) -> _ => unreachable!(),
+        }
+    });
+    let driver = s.spawn(move || {
+        for i in 0..20_000 {
+            a_tx.send(i).unwrap();
+            assert_eq!(b_rx.recv(), Ok(i + 1));
+        }
+    });
+    driver.join().unwrap();
+    echo.join().unwrap();
+    drop(_idle_tx);
+    s.shutdown();
+}
