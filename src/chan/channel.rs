@@ -124,18 +124,16 @@ pub(crate) enum RecvAttempt<T> {
 }
 
 impl<T> State<T> {
-    /// Tries to send `v` now. `me` is the caller's own waiter when it has
-    /// nodes queued (a `select!`), so it never pairs with itself.
-    pub(crate) fn try_send(
-        &mut self,
-        v: T,
-        cap: Option<usize>,
-        me: *const Waiter,
-    ) -> SendAttempt<T> {
+    /// Tries to send `v` now.
+    ///
+    /// Called only by an operation with no node of its own queued anywhere
+    /// (a `select!` tries its arms before registering), so whatever node it
+    /// claims belongs to someone else.
+    pub(crate) fn try_send(&mut self, v: T, cap: Option<usize>) -> SendAttempt<T> {
         if self.disconnected {
             return SendAttempt::Disconnected(v);
         }
-        if let Some(mut c) = self.receivers.claim(me) {
+        if let Some(mut c) = self.receivers.claim() {
             *c.slot() = Some(v);
             return SendAttempt::Handed(c);
         }
@@ -146,18 +144,18 @@ impl<T> State<T> {
         SendAttempt::Full(v)
     }
 
-    /// Tries to receive now. `me` as in [`try_send`](Self::try_send).
-    pub(crate) fn try_recv(&mut self, me: *const Waiter) -> RecvAttempt<T> {
+    /// Tries to receive now (same caveat as [`try_send`](Self::try_send)).
+    pub(crate) fn try_recv(&mut self) -> RecvAttempt<T> {
         if let Some(v) = self.buf.pop_front() {
             // A slot freed up: move the oldest waiting sender's value in.
-            let served = self.senders.claim(me).map(|mut c| {
+            let served = self.senders.claim().map(|mut c| {
                 let w = c.slot().take().expect("a waiting sender holds its value");
                 self.buf.push_back(w);
                 c
             });
             return RecvAttempt::Value(v, served);
         }
-        if let Some(mut c) = self.senders.claim(me) {
+        if let Some(mut c) = self.senders.claim() {
             let v = c.slot().take().expect("a waiting sender holds its value");
             return RecvAttempt::Value(v, Some(c));
         }
@@ -167,14 +165,16 @@ impl<T> State<T> {
         RecvAttempt::Empty
     }
 
-    /// Whether a send could complete now (a hint for `select!`).
+    /// Whether a send could complete now (a hint for `select!`
+    /// registration; `me`'s own nodes do not count, so a select never pairs
+    /// with itself).
     pub(crate) fn send_ready(&self, cap: Option<usize>, me: *const Waiter) -> bool {
         self.disconnected
             || self.receivers.has_waiting(me)
             || cap.map_or(true, |cap| self.buf.len() < cap)
     }
 
-    /// Whether a receive could complete now (a hint for `select!`).
+    /// Whether a receive could complete now (as [`send_ready`](Self::send_ready)).
     pub(crate) fn recv_ready(&self, me: *const Waiter) -> bool {
         !self.buf.is_empty() || self.senders.has_waiting(me) || self.disconnected
     }
@@ -252,7 +252,7 @@ impl<T> Chan<T> {
     /// given). `Err((v, timed_out))` gives the value back.
     pub(crate) fn send(&self, v: T, deadline: Option<Instant>) -> Result<(), (T, bool)> {
         let mut st = self.lock();
-        let v = match st.try_send(v, self.cap, std::ptr::null()) {
+        let v = match st.try_send(v, self.cap) {
             SendAttempt::Handed(c) => {
                 drop(st);
                 c.finish();
@@ -290,7 +290,7 @@ impl<T> Chan<T> {
     /// given). `Err(timed_out)` says why nothing came.
     pub(crate) fn recv(&self, deadline: Option<Instant>) -> Result<T, bool> {
         let mut st = self.lock();
-        match st.try_recv(std::ptr::null()) {
+        match st.try_recv() {
             RecvAttempt::Value(v, served) => {
                 drop(st);
                 if let Some(c) = served {
@@ -322,7 +322,7 @@ impl<T> Chan<T> {
     /// Tries to send without blocking.
     pub(crate) fn try_send(&self, v: T) -> SendAttempt<T> {
         let mut st = self.lock();
-        match st.try_send(v, self.cap, std::ptr::null()) {
+        match st.try_send(v, self.cap) {
             SendAttempt::Handed(c) => {
                 drop(st);
                 c.finish();
@@ -335,7 +335,7 @@ impl<T> Chan<T> {
     /// Tries to receive without blocking.
     pub(crate) fn try_recv(&self) -> RecvAttempt<T> {
         let mut st = self.lock();
-        match st.try_recv(std::ptr::null()) {
+        match st.try_recv() {
             RecvAttempt::Value(v, served) => {
                 drop(st);
                 if let Some(c) = served {

@@ -31,7 +31,9 @@
 //! retry" safe: a peer that lost the CAS simply serves someone else.
 //!
 //! One `select!` never pairs with itself (a send and a receive arm on the
-//! same channel): each queue skips nodes of the caller's own waiter.
+//! same channel): it claims peers only in step 2, when none of its own nodes
+//! is queued anywhere, and in step 3 its own nodes do not count as a ready
+//! peer.
 //!
 //! # No allocation
 //!

@@ -436,10 +436,10 @@ impl<T> WaitQueue<T> {
         l.queued = false;
     }
 
-    /// Claims the oldest node not belonging to `me` (a `select!` must not
-    /// pair with itself). Nodes whose claim fails are stale and unlinked.
+    /// Claims the oldest node whose waiter is still undecided. Nodes whose
+    /// claim fails are stale and unlinked.
     #[inline]
-    pub(crate) fn claim(&mut self, me: *const Waiter) -> Option<Claimed<T>> {
+    pub(crate) fn claim(&mut self) -> Option<Claimed<T>> {
         let mut n = self.head;
         while !n.is_null() {
             // SAFETY: `n` is queued and we hold the lock (caller's `&mut`
@@ -448,20 +448,18 @@ impl<T> WaitQueue<T> {
                 let l = links(n);
                 (l.next, l.waiter, l.arm)
             };
-            if waiter != me {
-                // SAFETY: `n` is in this queue; lock held.
-                unsafe { self.unlink(n) };
-                // SAFETY: the waiter of a node that was queued until just now
-                // under our lock is alive.
-                if unsafe { (*waiter).try_claim() } {
-                    return Some(Claimed {
-                        node: n,
-                        waiter,
-                        arm,
-                    });
-                }
-                // Stale (aborted, or won by another channel): dropped.
+            // SAFETY: `n` is in this queue; lock held.
+            unsafe { self.unlink(n) };
+            // SAFETY: the waiter of a node that was queued until just now
+            // under our lock is alive.
+            if unsafe { (*waiter).try_claim() } {
+                return Some(Claimed {
+                    node: n,
+                    waiter,
+                    arm,
+                });
             }
+            // Stale (aborted, or won by another channel): dropped.
             n = next;
         }
         None
@@ -498,7 +496,7 @@ impl<T> WaitQueue<T> {
     /// Claims every node (disconnection). Stale nodes are dropped.
     pub(crate) fn claim_all(&mut self) -> Vec<Claimed<T>> {
         let mut out = Vec::new();
-        while let Some(c) = self.claim(std::ptr::null()) {
+        while let Some(c) = self.claim() {
             out.push(c);
         }
         out
