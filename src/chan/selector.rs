@@ -17,9 +17,10 @@
 //! 4. With a `default` arm (or a deadline that passed), abort the waiter
 //!    now: on success nothing was ready at the moment the select was
 //!    registered everywhere, so it reports `None`; if the abort fails, a peer
-//!    completed an arm meanwhile, and that arm wins. This makes a
-//!    non-blocking select linearizable: it cannot miss a value that arrives
-//!    on one channel while it looks at another (Go's `TestNonblockSelectRace`).
+//!    completed an arm meanwhile, and that arm wins. So a non-blocking select
+//!    cannot report "nothing ready" while some arm was ready all along, even
+//!    if values move between its channels while it looks at them one by one
+//!    (Go's `TestNonblockSelectRace`).
 //! 5. Park until a peer completes one arm (`DONE + arm`), or the deadline
 //!    passes and the waiter aborts itself.
 //! 6. Unregister from every channel the waiter was registered on (each under
@@ -27,8 +28,8 @@
 //!
 //! Peers claim the waiter with one CAS (see `waiter.rs`), so however many
 //! channels fire at once, exactly one arm completes. A waiter is never
-//! claimed and then released again, which is what makes step 4's "abort and
-//! retry" safe: a peer that lost the CAS simply serves someone else.
+//! claimed and then released again, which is what makes the "abort and
+//! retry" of steps 3 and 4 safe: a peer that lost the CAS simply serves someone else.
 //!
 //! One `select!` never pairs with itself (a send and a receive arm on the
 //! same channel): it claims peers only in step 2, when none of its own nodes
