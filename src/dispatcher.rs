@@ -311,6 +311,9 @@ impl Dispatcher {
     fn deep_sleep(&self, procs: &[Arc<ProcesserShared>]) -> bool {
         let d = &self.shared.dispatch;
         d.deep.store(true, Ordering::SeqCst);
+        // Order `deep` before the loads below; pairs with the fence in
+        // processer_awake.
+        fence(Ordering::SeqCst);
         let all_asleep = procs
             .iter()
             .all(|p| p.sleeping.load(Ordering::SeqCst) || p.retired.load(Ordering::SeqCst));

@@ -12,9 +12,13 @@ use std::any::Any;
 use std::fmt;
 
 /// The values of one task, keyed by the address of their `LocalKey`.
+///
+/// Values are kept as raw pointers from `Box::into_raw`, so that growing the
+/// vector never moves (and so re-asserts unique ownership of) a `Box` while
+/// a `&T` handed to `with` points into it.
 #[derive(Default)]
 pub(crate) struct LocalMap {
-    values: Vec<(usize, Box<dyn Any>)>,
+    values: Vec<(usize, *mut dyn Any)>,
 }
 
 impl LocalMap {
@@ -22,9 +26,22 @@ impl LocalMap {
         self.values
             .iter()
             .find(|(k, _)| *k == key)
-            .map(|(_, v)| &**v as *const dyn Any)
+            .map(|&(_, v)| v as *const dyn Any)
     }
 }
+
+impl Drop for LocalMap {
+    fn drop(&mut self) {
+        // Values still here when the header is dropped would be dropped on
+        // whichever thread drops it, which need not be the task's: leak them
+        // instead (clear_current already dropped everything it could on the
+        // task itself).
+        self.values.clear();
+    }
+}
+
+/// Most rounds of destructors re-creating values `clear_current` runs.
+const CLEAR_ROUNDS: usize = 16;
 
 /// Drops the current task's coroutine-local values (called as the task ends).
 pub(crate) fn clear_current() {
@@ -32,8 +49,9 @@ pub(crate) fn clear_current() {
         return;
     };
     // A destructor may touch a key again and re-create a value; a few rounds
-    // clear those too, and anything left is dropped with the task header.
-    for _ in 0..4 {
+    // clear those too, and anything left after that is leaked (LocalMap's
+    // Drop).
+    for _ in 0..CLEAR_ROUNDS {
         // SAFETY: only the running task touches its own LocalMap, and no
         // reference into it is held across this call (values are taken out
         // before they are dropped).
@@ -41,7 +59,11 @@ pub(crate) fn clear_current() {
         if values.is_empty() {
             return;
         }
-        drop(values);
+        for (_, v) in values {
+            // SAFETY: `v` came from Box::into_raw in `with` and was removed
+            // from the map above, so this is its only owner.
+            drop(unsafe { Box::from_raw(v) });
+        }
     }
 }
 
@@ -79,15 +101,16 @@ impl<T: 'static> LocalKey<T> {
             Some(p) => p,
             None => {
                 let value: Box<dyn Any> = Box::new((self.init)());
-                let p = &*value as *const dyn Any;
+                let p = Box::into_raw(value);
                 // SAFETY: as above: the exclusive borrow lasts for the push
                 // only, after `init` returned.
-                unsafe { (*(*h).locals.get()).values.push((key, value)) };
-                p
+                unsafe { (*(*h).locals.get()).values.push((key, p)) };
+                p as *const dyn Any
             }
         };
-        // SAFETY: the value is boxed (a stable address) and lives until the
-        // task ends, which cannot happen while `f` runs on the task.
+        // SAFETY: the value is a leaked Box (a stable address, never moved)
+        // and lives until the task ends, which cannot happen while `f` runs
+        // on the task.
         let v = unsafe { &*ptr }
             .downcast_ref::<T>()
             .expect("coroutine-local key maps to its own type");

@@ -79,6 +79,11 @@ impl ParkState {
     /// Task side, before switching out: consumes a pending token
     /// (`NOTIFIED -> EMPTY`). True means "do not switch out, return".
     pub(crate) fn take_token(&self) -> bool {
+        // A plain load first: no token is the common case, and a failed CAS
+        // costs as much as a successful one.
+        if self.0.load(Ordering::Relaxed) != NOTIFIED {
+            return false;
+        }
         // Acquire: pairs with the Release of `unpark`'s EMPTY -> NOTIFIED, so
         // what the unparker wrote before unpark() is visible after park().
         self.0

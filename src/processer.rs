@@ -44,7 +44,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Instant;
@@ -236,34 +236,22 @@ pub(crate) fn current_scheduler() -> Option<Arc<Shared>> {
     (!p.is_null()).then(|| unsafe { (*p).sched.clone() })
 }
 
-/// Runs `f` with this thread's Processer, if this thread is a Processer of
-/// `sched` and is running a task (so the loop is suspended beneath us).
-fn with_local<R>(sched: &Arc<Shared>, f: impl FnOnce(&ProcLocal) -> R) -> Option<R> {
-    let p = current_proc_ptr();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: see current_task_ptr; only shared access is taken.
-    let local = unsafe { &*p };
-    Arc::ptr_eq(&local.sched, sched).then(|| f(local))
-}
-
 /// Makes a task runnable: on this thread's Processer when it is one of the
 /// task's scheduler (cheap, no atomics beyond the queue's), otherwise on a
 /// Processer chosen by the scheduler, which is woken if asleep.
 pub(crate) fn schedule(r: Runnable) {
-    let sched = r.header().shared.clone();
-    let mut r = Some(r);
-    let done = with_local(&sched, |local| {
-        let t = r.take().expect("once");
-        match t.header().pin {
-            Some(pin) if pin != local.p.index => r = Some(t),
-            _ => local.push_local(t, true),
+    let p = current_proc_ptr();
+    if !p.is_null() {
+        // SAFETY: see current_task_ptr; only shared access is taken.
+        let local = unsafe { &*p };
+        let same = Arc::ptr_eq(&local.sched, &r.header().shared);
+        if same && r.header().pin.is_none_or(|pin| pin == local.p.index) {
+            local.push_local(r, true);
+            return;
         }
-    });
-    if done.is_none() || r.is_some() {
-        sched.push_remote(r.take().expect("not pushed locally"));
     }
+    let sched = r.header().shared.clone();
+    sched.push_remote(r);
 }
 
 impl ProcLocal {
@@ -398,7 +386,10 @@ impl ProcLocal {
                     // The task can never run: fail its join handle.
                     if let Some(entry) = t.run().entry.take() {
                         self.sched.completed.fetch_add(1, Ordering::Relaxed);
-                        entry.fail(JoinError::stack_exhausted(e));
+                        // Drops the user's closure here: contain its panic.
+                        contain("a task's closure", || {
+                            entry.fail(JoinError::stack_exhausted(e))
+                        });
                     }
                     self.finish(t);
                     return;
@@ -475,7 +466,9 @@ impl ProcLocal {
                 }
                 // Other sizes are unmapped here (dropped).
             }
-            // Dropping `t` releases the task header.
+            // Dropping `t` releases the task header, and with it anything a
+            // user destructor left in its locals: contain a panic there.
+            contain("a finished task", || drop(t));
         }
         drop(pool);
         self.sched.stack_released();
@@ -545,6 +538,9 @@ impl ProcLocal {
         self.gc_flush();
         if self.p.kind != Kind::Core {
             self.p.retired.store(true, Ordering::SeqCst);
+            // Order `retired` before the drain's loads; pairs with the
+            // pushers' fence in Shared::push_to.
+            fence(Ordering::SeqCst);
             self.drain_to_others();
         }
         CURRENT_PROC.with(|c| c.set(prev));
@@ -558,8 +554,14 @@ impl ProcLocal {
     fn find_work(&self) -> Option<Runnable> {
         self.sched.searching_inc();
         let found = self.spin_for_work();
-        self.sched.searching_dec();
+        let was_last = self.sched.searching_dec();
         if found.is_some() {
+            // The last searcher found work: there may be more where it came
+            // from, and pushers skipped waking anyone while we searched. Wake
+            // one sleeper to keep looking (Go's wakep chain).
+            if was_last {
+                self.sched.wake_idle_for_local_work();
+            }
             return found;
         }
         self.sleep()
@@ -585,11 +587,16 @@ impl ProcLocal {
         }
         self.p.sleeping.store(true, Ordering::SeqCst);
         self.sched.idle_inc();
-        // Re-check after announcing (see module docs).
+        // Order the announcement before the re-check's (non-SeqCst) queue
+        // loads; pairs with the pushers' fence (see module docs).
+        fence(Ordering::SeqCst);
         if let Some(t) = self.pull_remote().or_else(|| self.steal()) {
             if self.cancel_sleep() {
                 self.sched.idle_dec();
             }
+            // Awake again without having parked: the Dispatcher may have
+            // gone into deep sleep seeing us asleep.
+            crate::dispatcher::processer_awake(&self.sched);
             return Some(t);
         }
         if self.sched.should_exit(self) {
@@ -607,7 +614,8 @@ impl ProcLocal {
                     if self.cancel_sleep() {
                         self.sched.idle_dec();
                     }
-                    break;
+                    crate::dispatcher::processer_awake(&self.sched);
+                    return None;
                 }
                 None => std::thread::park(),
             }
@@ -626,9 +634,21 @@ impl ProcLocal {
     }
 }
 
+/// Runs `f`, which drops user values on the Processer's own stack; a panic
+/// from a user destructor must not unwind through the Processer loop.
+fn contain(what: &str, f: impl FnOnce()) {
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        let m = crate::error::panic_message(p.as_ref()).unwrap_or("<non-string payload>");
+        eprintln!("gofer: a destructor panicked while dropping {what}: {m}");
+    }
+}
+
 /// Dense stacks have no guard page: after every switch out, check that the
 /// task stayed inside its stack (see `stack.rs`), and abort naming it if not.
 fn check_dense_stack(t: &mut Runnable, ctx: &context::Context) {
+    // The read below relies on `Context` being one pointer wide (it is a
+    // `#[repr(C)]` newtype of `&'static c_void` in context 3.x).
+    const _: () = assert!(std::mem::size_of::<context::Context>() == std::mem::size_of::<usize>());
     // SAFETY: `Context` is a `#[repr(C)]` wrapper of one pointer, the saved
     // stack pointer of the suspended coroutine; reading it as a usize copies
     // that address without using it.

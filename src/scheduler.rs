@@ -372,7 +372,7 @@ impl Scheduler {
         let (p, worker) = processer::new_processer(index, Kind::Caller);
         processer::bind_thread(&p);
         let local = ProcLocal::new(p.clone(), shared.clone(), worker);
-        let root = shared.admit(None, None, Some(index), f, true);
+        let root = shared.admit(None, None, Some(index), f, false);
         let (r, handle) = match root {
             Ok(v) => v,
             Err(e) => panic!("gofer: block_on cannot spawn its task: {e}"),
@@ -636,6 +636,20 @@ impl Shared {
         Ok(h)
     }
 
+    /// Counts one more alive unit that is not a task yet (a pending user
+    /// timer), under the same admission rule as spawns from outside.
+    pub(crate) fn hold(&self) -> Result<(), SpawnError> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(SpawnError::Shutdown);
+        }
+        self.alive.fetch_add(1, Ordering::SeqCst);
+        if self.closing.load(Ordering::SeqCst) {
+            self.task_finished();
+            return Err(SpawnError::Shutdown);
+        }
+        Ok(())
+    }
+
     /// A task left its stack for good (or never ran): `alive -= 1`, and
     /// wake whoever waits for zero. (`completed` was counted when its result
     /// was published.)
@@ -656,9 +670,12 @@ impl Shared {
         let procs = self.processers_snapshot();
         let target = self.pick_target(&procs, &r);
         let Some(target) = target else {
-            // No Processer at all (stopped): nothing can run the task. This
-            // only happens after shutdown, when no task is alive to be woken.
-            drop(r);
+            // No Processer left: the scheduler stopped, which needs `alive`
+            // at zero, and admission (spawns, user timers) is closed by then,
+            // so no task can arrive here. Should one ever do, leak it rather
+            // than free the stack of a task that may be suspended.
+            debug_assert!(false, "a task was scheduled on a stopped scheduler");
+            std::mem::forget(r);
             return;
         };
         if self.push_to(&target, r) && !self.wake_proc(&target) {
@@ -695,7 +712,8 @@ impl Shared {
             !p.retired.load(Ordering::Relaxed) && !p.blocked.load(Ordering::Relaxed)
         };
         if let Some(pin) = r.header().pin {
-            if let Some(p) = procs.iter().find(|p| p.index == pin) {
+            let live = |p: &&Arc<ProcesserShared>| !p.retired.load(Ordering::Relaxed);
+            if let Some(p) = procs.iter().find(|p| p.index == pin).filter(live) {
                 return Some(p.clone());
             }
         }
@@ -732,13 +750,17 @@ impl Shared {
         }
     }
 
-    /// Local work was queued: if some Processer sleeps, wake one so it can
-    /// steal.
+    /// Local work was queued: if some Processer sleeps and none is
+    /// searching, wake one so it can steal.
+    ///
+    /// There is deliberately no fence between the caller's push and these
+    /// loads (it would cost every local wake-up): a Processer going to sleep
+    /// at that very moment can miss the new task and sleep on. Nothing is
+    /// lost: the task sits in the queue of a running Processer, which runs
+    /// it in turn, and the Dispatcher wakes sleepers while others have a
+    /// backlog. Pushes to *another* Processer's queue do fence (`push_to`).
     pub(crate) fn wake_idle_for_local_work(&self) {
-        // Pairs with the SeqCst `sleeping` store + idle increment of a
-        // Processer going to sleep (Dekker; see processer.rs).
-        fence(Ordering::SeqCst);
-        if self.idle.load(Ordering::Relaxed) == 0 || self.searching.load(Ordering::Relaxed) != 0 {
+        if self.idle.load(Ordering::SeqCst) == 0 || self.searching.load(Ordering::SeqCst) != 0 {
             return;
         }
         for p in self.processers_snapshot().iter() {
@@ -752,8 +774,9 @@ impl Shared {
         self.searching.fetch_add(1, Ordering::SeqCst);
     }
 
-    pub(crate) fn searching_dec(&self) {
-        self.searching.fetch_sub(1, Ordering::SeqCst);
+    /// Returns whether the caller was the last searcher.
+    pub(crate) fn searching_dec(&self) -> bool {
+        self.searching.fetch_sub(1, Ordering::SeqCst) == 1
     }
 
     pub(crate) fn idle_inc(&self) {
@@ -854,6 +877,8 @@ impl Shared {
         }
         let start = Instant::now();
         self.closing.store(true, Ordering::SeqCst);
+        // Pending after/every timers would hold `alive` up: cancel them.
+        self.timers.cancel_user_timers();
         {
             let mut g = self.done_lock.lock();
             while self.alive.load(Ordering::SeqCst) != 0 {

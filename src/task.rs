@@ -106,14 +106,19 @@ pub(crate) struct TaskHeader {
     pub(crate) locals: UnsafeCell<LocalMap>,
 }
 
-// SAFETY: the only non-Sync field is `run`/`locals` (UnsafeCell). `run` is
+// SAFETY: the non-Sync fields are `run` and `locals` (UnsafeCell). `run` is
 // accessed only by the holder of the unique Runnable token, and the token is
 // handed between threads through synchronising queues or the Release/Acquire
 // park transitions, so no two threads touch it concurrently. `locals` is only
 // touched by the running task itself, which is also serialised by the token.
 unsafe impl Sync for TaskHeader {}
-// SAFETY: every field is Send (the entry closure is `Send`, the Context is a
-// pointer into the task's own stack, which travels with the task).
+// SAFETY: `run` holds a `Send` entry and a Context, a pointer into the
+// task's own stack, which travels with the task. `locals` may hold non-Send
+// values, but they are created, used and dropped only by the task itself
+// (clear_current, on the task's stack); any left over are leaked by
+// LocalMap's Drop rather than dropped on another thread. Like everything
+// else on the task's stack, they follow the task across threads: that is
+// the thread-migration caveat documented at the crate root.
 unsafe impl Send for TaskHeader {}
 
 impl TaskHeader {
