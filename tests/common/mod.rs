@@ -41,17 +41,24 @@ pub fn child_scenario() -> Option<String> {
     std::env::var(CHILD_ENV).ok()
 }
 
-/// Re-runs this test binary as a child process that runs only `test`, with
-/// `CHILD_ENV=scenario` and the extra environment `env` (a `None` value
-/// removes the variable).
+/// Re-runs this test binary as a child process that runs only `test` (even
+/// when it is ignored), with `CHILD_ENV=scenario` and the extra environment
+/// `env` (a `None` value removes the variable). Children check for markers
+/// they print, since a mistyped test name would run nothing and exit 0.
 pub fn run_child(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Output {
     let exe = std::env::current_exe().expect("current_exe");
     let mut cmd = Command::new(exe);
-    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, scenario)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("GOFER_THREADS")
-        .env_remove("GOFER_MAX_THREADS");
+    cmd.args([
+        "--exact",
+        test,
+        "--nocapture",
+        "--test-threads=1",
+        "--include-ignored",
+    ])
+    .env(CHILD_ENV, scenario)
+    .env_remove("RUST_BACKTRACE")
+    .env_remove("GOFER_THREADS")
+    .env_remove("GOFER_MAX_THREADS");
     for (k, v) in env {
         match v {
             Some(v) => cmd.env(k, v),
