@@ -27,21 +27,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|i| go!(scheduler = &sched, move || deep(i % 16)))
         .collect();
     let total: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    println!("10,000 tasks with nested yields: sum {total} in {:?}", start.elapsed());
+    println!(
+        "10,000 tasks with nested yields: sum {total} in {:?}",
+        start.elapsed()
+    );
 
     // Sleeping parks the task, not the thread: 1,000 sleepers finish in
     // about one sleep's time.
     let start = Instant::now();
     let sleepers: Vec<_> = (0..1_000)
-        .map(|_| go!(scheduler = &sched, || gofer::sleep(Duration::from_millis(50))))
+        .map(|_| {
+            go!(scheduler = &sched, || gofer::sleep(Duration::from_millis(
+                50
+            )))
+        })
         .collect();
     for h in sleepers {
         h.join().unwrap();
     }
-    println!("1,000 tasks slept 50 ms each, together in {:?}", start.elapsed());
+    println!(
+        "1,000 tasks slept 50 ms each, together in {:?}",
+        start.elapsed()
+    );
 
     // A panic stays inside its task.
-    let h = go!(name = "doomed", scheduler = &sched, || -> u32 { panic!("boom") });
+    let h = go!(name = "doomed", scheduler = &sched, || -> u32 {
+        panic!("boom")
+    });
     let err = h.join().unwrap_err();
     println!("a panicking task reports: {err}");
 

@@ -60,7 +60,7 @@ impl Suspend {
 
 /// What the Processer hands a coroutine on its first resume: the closure to
 /// run. Lives on the Processer's stack for the duration of the first switch.
-pub(crate) type EntrySlot = Option<Box<dyn crate::join::TaskEntry>>;
+pub(crate) type EntrySlot = Option<std::sync::Arc<dyn crate::join::TaskEntry>>;
 
 thread_local! {
     /// The context of the Processer loop on this thread, while a task runs.
@@ -86,10 +86,14 @@ extern "C" fn entry(t: Transfer) -> ! {
     // and stays suspended inside `resume` until we switch back, so the slot
     // is alive and nobody else touches it until then.
     let job = unsafe { (*(t.data as *mut EntrySlot)).take() };
-    if let Some(job) = job {
+    if let (Some(job), Some(task)) = (job, crate::processer::current_task_ptr()) {
+        // SAFETY: the running task's header is kept alive by the Processer's
+        // Runnable while the task runs.
+        let sched = unsafe { &(*task).shared };
         // `run` catches panics; this outer guard only protects the invariant
         // that nothing unwinds into this extern "C" frame.
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || job.run())).is_err() {
+        let run = std::panic::AssertUnwindSafe(move || job.run(sched));
+        if std::panic::catch_unwind(run).is_err() {
             crate::overflow::fatal("a panic escaped a task's root frame");
         }
     }

@@ -1,23 +1,393 @@
-//! The Dispatcher: watches Processers for blocking. (Filled in below.)
+//! The Dispatcher: one thread per scheduler that notices Processers whose
+//! running task blocks the thread, moves the tasks queued behind them to
+//! other Processers, and grows the thread set when every Processer is
+//! blocked (libgo's `Scheduler::DispatcherThread`).
+//!
+//! # One cycle
+//!
+//! 1. **Sample.** For every Processer read the switch counter and the
+//!    `running` flag. A counter that moved, or no task switched in, means
+//!    healthy: clear `blocked` at once. The same counter with a task
+//!    switched in means the same task has held the thread since the sample
+//!    that first saw that counter value: a *suspect*.
+//! 2. **Judge a suspect.** It is marked **blocked** when either
+//!    - *kernel-blocked*: on two consecutive samples its thread's CPU clock
+//!      (`pthread_getcpuclockid`) advanced by less than a quarter of the wall
+//!      time since the previous sample, and its state in
+//!      `/proc/self/task/<tid>/stat` was sleeping (`S`/`D`): it waits in the
+//!      kernel (a blocking read, `std::thread::sleep`, a contended lock). The
+//!      state check keeps a thread that the OS merely preempted (state `R`,
+//!      also gaining no CPU time) from being taken for blocked, and asking
+//!      twice keeps a brief futex wait from counting;
+//!    - *hog*: it has held for `block_timeout` (default 10 ms) and its thread
+//!      used at least half of that time on a CPU: a long computation. A
+//!      thread starved of CPU by the OS is not the task's fault, and moving
+//!      tasks off it would not find them a free CPU either.
+//!
+//!    With the defaults (100 us interval) a kernel-blocked Processer is
+//!    caught about three intervals (300-400 us) after it blocked, and a
+//!    CPU-bound one after 10 ms, so short computations are never mistaken
+//!    for blocked threads.
+//! 3. **Rescue.** Every task in a blocked Processer's new and runnable
+//!    queues (never the running one, never pinned ones, which live in
+//!    separate queues) is stolen and handed round-robin to the active
+//!    Processers, least loaded first, which are woken. Wake-ups aimed at a
+//!    blocked Processer are routed elsewhere by the scheduler, and a blocked
+//!    Processer's queues are emptied again every cycle.
+//! 4. **Grow.** If every Processer is blocked and tasks are waiting, start an
+//!    extra Processer thread, never exceeding `max_threads`. Extra threads
+//!    exit after `idle_thread_timeout` without work (the Processer side of
+//!    that is in `Shared::should_exit`).
+//! 5. **Balance.** An active Processer that sleeps while another has two or
+//!    more queued tasks is woken; it steals half of the backlog itself.
+//! 6. **Sleep.** While any task runs, wait one dispatch interval. When every
+//!    Processer sleeps, park until a Processer wakes (no polling while the
+//!    scheduler is idle). See [`DispatchState::deep`] for the protocol.
 
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
 
+use crossbeam_deque::Steal;
+use parking_lot::Mutex;
+
+use crate::processer::{Kind, ProcesserShared};
 use crate::scheduler::Shared;
+use crate::task::Runnable;
 
-/// Counters and the thread handle of one scheduler's Dispatcher.
+/// A kernel-blocked suspect's thread must have used less than
+/// `1 / CPU_FRACTION` of the wall time.
+const CPU_FRACTION: u32 = 4;
+/// Consecutive samples a suspect must be found asleep in the kernel.
+const KERNEL_SAMPLES: u8 = 2;
+
+/// The Dispatcher's state, shared with the rest of the scheduler.
 #[derive(Default)]
 pub(crate) struct DispatchState {
+    /// Times a Processer was marked blocked.
     pub(crate) detections: AtomicU64,
+    /// Tasks moved off blocked Processers.
     pub(crate) rescued: AtomicU64,
+    /// The Dispatcher is parked until a Processer wakes up.
+    ///
+    /// ```text
+    ///  Dispatcher going to park              Processer leaving sleep
+    ///  1. deep = true (SeqCst)               1. its `sleeping` was cleared (SeqCst)
+    ///  2. if any Processer is not            2. if deep: CAS true -> false (SeqCst),
+    ///     sleeping: deep = false, go on         unpark the Dispatcher
+    ///  3. park while deep
+    /// ```
+    /// Either the Dispatcher sees the awake Processer, or the Processer sees
+    /// `deep` and wakes it.
+    deep: AtomicBool,
+    thread: OnceLock<Thread>,
+    handle: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
-pub(crate) fn start(_shared: &Arc<Shared>) {}
+/// Starts the Dispatcher thread if the scheduler can use one: with
+/// `max_threads == 1` there is nobody to rescue to and nothing to grow.
+pub(crate) fn start(shared: &Arc<Shared>) {
+    if shared.config.max_threads <= 1 {
+        return;
+    }
+    let me = shared.clone();
+    let h = std::thread::Builder::new()
+        .name(format!("{}-dispatcher", shared.config.name))
+        .spawn(move || {
+            let _ = me.dispatch.thread.set(std::thread::current());
+            // Sleep as close to the dispatch interval as the kernel can: the
+            // default 50 us timer slack would add half an interval per cycle.
+            // SAFETY: PR_SET_TIMERSLACK takes a plain integer and only
+            // affects the calling thread.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+            Dispatcher::new(me).run();
+        });
+    match h {
+        Ok(h) => *shared.dispatch.handle.lock() = Some(h),
+        Err(e) => {
+            eprintln!("gofer: cannot start the dispatcher thread ({e}); blocking detection is off")
+        }
+    }
+}
 
-pub(crate) fn wake(_shared: &Shared) {}
+/// A Processer woke up: end the Dispatcher's deep sleep if it is in one.
+pub(crate) fn processer_awake(shared: &Shared) {
+    // Pairs with the Dispatcher's SeqCst store of `deep` (see DispatchState).
+    fence(Ordering::SeqCst);
+    let d = &shared.dispatch;
+    if d.deep.load(Ordering::Relaxed)
+        && d.deep
+            .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+    {
+        if let Some(t) = d.thread.get() {
+            t.unpark();
+        }
+    }
+}
 
-pub(crate) fn join(_shared: &Shared) {}
+/// Wakes the Dispatcher (stop, detach).
+pub(crate) fn wake(shared: &Shared) {
+    shared.dispatch.deep.store(false, Ordering::SeqCst);
+    if let Some(t) = shared.dispatch.thread.get() {
+        t.unpark();
+    }
+}
 
-pub(crate) fn may_retire(shared: &Shared) -> bool {
-    shared.threads.load(std::sync::atomic::Ordering::SeqCst) > shared.config.min_threads
+/// Waits for the Dispatcher thread to exit (after `stopped` was set).
+pub(crate) fn join(shared: &Shared) {
+    wake(shared);
+    let h = shared.dispatch.handle.lock().take();
+    if let Some(h) = h {
+        if h.thread().id() != std::thread::current().id() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// What the Dispatcher remembers about one Processer between cycles.
+struct View {
+    /// The switch counter last seen.
+    switches: u64,
+    /// When that counter value was first seen with a task switched in.
+    since: Instant,
+    /// CPU clock of the thread at the first suspect sample, and when.
+    first_cpu: Option<(Instant, Duration)>,
+    /// CPU clock at the previous suspect sample, and when.
+    last_cpu: Option<(Instant, Duration)>,
+    /// Consecutive suspect samples that found the thread asleep in the
+    /// kernel having used under a quarter of the interval's CPU time.
+    sleepy: u8,
+}
+
+impl View {
+    fn new(switches: u64, now: Instant) -> View {
+        View {
+            switches,
+            since: now,
+            first_cpu: None,
+            last_cpu: None,
+            sleepy: 0,
+        }
+    }
+}
+
+struct Dispatcher {
+    shared: Arc<Shared>,
+    views: HashMap<usize, View>,
+}
+
+impl Dispatcher {
+    fn new(shared: Arc<Shared>) -> Dispatcher {
+        Dispatcher {
+            shared,
+            views: HashMap::new(),
+        }
+    }
+
+    fn run(mut self) {
+        let interval = self.shared.config.dispatch_interval;
+        loop {
+            let s = &self.shared;
+            if s.stopped.load(Ordering::Acquire)
+                || (s.detached.load(Ordering::SeqCst) && s.alive.load(Ordering::SeqCst) == 0)
+            {
+                return;
+            }
+            let procs = s.processers_snapshot();
+            let any_running = self.sample(&procs);
+            self.rescue_and_grow(&procs);
+            self.balance(&procs);
+            // Park while everything sleeps; otherwise sample again after
+            // one interval.
+            if any_running || !self.deep_sleep(&procs) {
+                std::thread::sleep(interval);
+            }
+        }
+    }
+
+    /// Step 1-2: updates every Processer's `blocked` flag. Returns whether
+    /// any task is switched in.
+    fn sample(&mut self, procs: &[Arc<ProcesserShared>]) -> bool {
+        let now = Instant::now();
+        let mut any_running = false;
+        self.views
+            .retain(|i, _| procs.iter().any(|p| p.index == *i));
+        for p in procs {
+            let switches = p.switches.load(Ordering::Relaxed);
+            let running = p.running.load(Ordering::Relaxed);
+            let v = self
+                .views
+                .entry(p.index)
+                .or_insert_with(|| View::new(switches, now));
+            any_running |= running;
+            if switches != v.switches || !running {
+                *v = View::new(switches, now);
+                if p.blocked.load(Ordering::Relaxed) {
+                    p.blocked.store(false, Ordering::Relaxed);
+                }
+                continue;
+            }
+            if !p.blocked.load(Ordering::Relaxed) && judge(&self.shared.config, p, v, now) {
+                p.blocked.store(true, Ordering::Relaxed);
+                self.shared
+                    .dispatch
+                    .detections
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        any_running
+    }
+
+    /// Steps 3-4: empties blocked Processers' queues into active ones,
+    /// starting an extra Processer when none is active.
+    fn rescue_and_grow(&mut self, procs: &[Arc<ProcesserShared>]) {
+        let s = &self.shared;
+        let blocked: Vec<&Arc<ProcesserShared>> = procs
+            .iter()
+            .filter(|p| p.blocked.load(Ordering::Relaxed))
+            .collect();
+        if blocked.is_empty() {
+            return;
+        }
+        let waiting: usize = blocked.iter().map(|p| p.new.len() + p.stealer.len()).sum();
+        if waiting == 0 {
+            return;
+        }
+        let mut active = active_targets(procs);
+        if active.is_empty() {
+            if s.threads.load(Ordering::SeqCst) >= s.config.max_threads
+                || s.stopped.load(Ordering::Acquire)
+            {
+                return; // every thread is blocked and the cap is reached: wait
+            }
+            if s.start_processer(Kind::Extra).is_err() {
+                return;
+            }
+            active = active_targets(&s.processers_snapshot());
+            if active.is_empty() {
+                return;
+            }
+        }
+        let mut tasks: Vec<Runnable> = Vec::new();
+        for p in &blocked {
+            let before = tasks.len();
+            steal_all(p, &mut tasks);
+            p.rescued
+                .fetch_add((tasks.len() - before) as u64, Ordering::Relaxed);
+        }
+        if tasks.is_empty() {
+            return;
+        }
+        s.dispatch
+            .rescued
+            .fetch_add(tasks.len() as u64, Ordering::Relaxed);
+        active.sort_by_key(|p| p.queued());
+        for (i, t) in tasks.into_iter().enumerate() {
+            s.push_to(&active[i % active.len()], t);
+        }
+        for p in &active {
+            s.wake_proc(p);
+        }
+    }
+
+    /// Step 5: wakes sleeping active Processers when others have a backlog,
+    /// and any sleeping Processer that has queued work.
+    fn balance(&self, procs: &[Arc<ProcesserShared>]) {
+        let s = &self.shared;
+        let active = active_targets(procs);
+        let backlog = active.iter().any(|p| p.queued() >= 2);
+        for p in &active {
+            if p.sleeping.load(Ordering::Relaxed) && (backlog || p.queued() > 0) {
+                s.wake_proc(p);
+            }
+        }
+    }
+
+    /// Step 6: parks while every Processer sleeps. Returns false if it did
+    /// not park (somebody is awake).
+    fn deep_sleep(&self, procs: &[Arc<ProcesserShared>]) -> bool {
+        let d = &self.shared.dispatch;
+        d.deep.store(true, Ordering::SeqCst);
+        let all_asleep = procs
+            .iter()
+            .all(|p| p.sleeping.load(Ordering::SeqCst) || p.retired.load(Ordering::SeqCst));
+        if !all_asleep {
+            d.deep.store(false, Ordering::Relaxed);
+            return false;
+        }
+        while d.deep.load(Ordering::SeqCst) {
+            let s = &self.shared;
+            if s.stopped.load(Ordering::Acquire) || s.detached.load(Ordering::SeqCst) {
+                break;
+            }
+            std::thread::park();
+        }
+        true
+    }
+}
+
+/// Step 2 for one suspect: has the same task held the thread long enough,
+/// asleep in the kernel or burning CPU, to call the Processer blocked?
+fn judge(cfg: &crate::scheduler::Config, p: &ProcesserShared, v: &mut View, now: Instant) -> bool {
+    let held = now.saturating_duration_since(v.since);
+    let Some(cpu) = p.cpu_time() else {
+        // No CPU clock: the wall-clock rule alone.
+        return held >= cfg.block_timeout;
+    };
+    if let Some((t, c)) = v.last_cpu {
+        let wall = now.saturating_duration_since(t);
+        let low = cpu.saturating_sub(c) < wall / CPU_FRACTION;
+        if low && p.sleeping_in_kernel() == Some(true) {
+            v.sleepy = v.sleepy.saturating_add(1);
+        } else {
+            v.sleepy = 0;
+        }
+    }
+    v.last_cpu = Some((now, cpu));
+    let (t0, c0) = *v.first_cpu.get_or_insert((now, cpu));
+    if cfg.kernel_block_detection && v.sleepy >= KERNEL_SAMPLES && held >= cfg.dispatch_interval * 2
+    {
+        return true;
+    }
+    // A hog burns CPU; a thread that merely waits for a CPU (preempted) is
+    // neither blocked nor a hog.
+    let busy = cpu.saturating_sub(c0) * 2 >= now.saturating_duration_since(t0);
+    held >= cfg.block_timeout && busy
+}
+
+/// Processers that can take rescued work: not blocked, not leaving, and run
+/// by a scheduler thread (not a `block_on` caller, which leaves when its
+/// root task ends).
+fn active_targets(procs: &[Arc<ProcesserShared>]) -> Vec<Arc<ProcesserShared>> {
+    procs
+        .iter()
+        .filter(|p| {
+            p.kind != Kind::Caller
+                && !p.blocked.load(Ordering::Relaxed)
+                && !p.retired.load(Ordering::Relaxed)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Takes every task from `p`'s new and runnable queues (pinned queues are
+/// not touched).
+fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) {
+    loop {
+        match p.new.steal() {
+            Steal::Success(t) => out.push(t),
+            Steal::Retry => continue,
+            Steal::Empty => break,
+        }
+    }
+    loop {
+        match p.stealer.steal() {
+            Steal::Success(t) => out.push(t),
+            Steal::Retry => continue,
+            Steal::Empty => break,
+        }
+    }
 }

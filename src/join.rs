@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use crate::error::JoinError;
 use crate::park::Task;
+use crate::scheduler::Shared;
 use crate::task::TaskId;
 
 const DONE: u8 = 1;
@@ -78,18 +79,50 @@ impl<T> JoinInner<T> {
     }
 }
 
-/// Runs at the root of a coroutine, behind a type-erased box.
-pub(crate) trait TaskEntry: Send {
-    /// Runs the user's closure, catching any panic, and publishes the result.
-    fn run(self: Box<Self>);
+/// Runs at the root of a coroutine, behind a type-erased pointer.
+pub(crate) trait TaskEntry: Send + Sync {
+    /// Runs the user's closure, catching any panic, and publishes the result
+    /// (counting the task as completed in `sched` first, so that a joiner
+    /// that wakes up sees it counted).
+    fn run(self: Arc<Self>, sched: &Shared);
     /// The task can never run (no stack could be had): publish the error.
-    fn fail(self: Box<Self>, e: JoinError);
+    fn fail(self: Arc<Self>, e: JoinError);
 }
 
-/// A spawned closure and the place its result goes.
+/// The join side of a [`Spawned`], seen without its closure type.
+pub(crate) trait JoinSlot<T>: Send + Sync {
+    fn inner(&self) -> &JoinInner<T>;
+}
+
+/// A spawned closure and the place its result goes: one allocation shared
+/// by the task (as `dyn TaskEntry`) and its handle (as `dyn JoinSlot<T>`).
 struct Spawned<F, T> {
-    f: F,
-    join: Arc<JoinInner<T>>,
+    join: JoinInner<T>,
+    /// Taken once, by the coroutine that runs it (or by `fail`).
+    f: UnsafeCell<Option<F>>,
+}
+
+// SAFETY: `f` is taken exactly once, by whoever holds the task's execution
+// right (the coroutine in `run`, or the Processer in `fail`), never both;
+// `join` is Sync for `T: Send` (see JoinInner). F moves across threads with
+// the task, hence `F: Send`.
+unsafe impl<F: Send, T: Send> Sync for Spawned<F, T> {}
+
+impl<F, T> Spawned<F, T> {
+    fn take_f(&self) -> Option<F> {
+        // SAFETY: see the Sync impl: one taker, holding the execution right.
+        unsafe { (*self.f.get()).take() }
+    }
+}
+
+impl<F, T> JoinSlot<T> for Spawned<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn inner(&self) -> &JoinInner<T> {
+        &self.join
+    }
 }
 
 impl<F, T> TaskEntry for Spawned<F, T>
@@ -97,8 +130,10 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>) {
-        let Spawned { f, join } = *self;
+    fn run(self: Arc<Self>, sched: &Shared) {
+        let Some(f) = self.take_f() else {
+            return;
+        };
         let r = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::panic);
         // Coroutine-local values die with the task, before the joiner wakes.
         if let Err(p) = catch_unwind(crate::locals::clear_current) {
@@ -106,28 +141,27 @@ where
                 eprintln!("gofer: a coroutine-local destructor panicked: {m}");
             }
         }
-        join.complete(r);
+        sched.completed.fetch_add(1, Ordering::Relaxed);
+        self.join.complete(r);
     }
 
-    fn fail(self: Box<Self>, e: JoinError) {
+    fn fail(self: Arc<Self>, e: JoinError) {
+        drop(self.take_f());
         self.join.complete(Err(e));
     }
 }
 
-/// Pairs a closure with a fresh join slot.
-pub(crate) fn entry<F, T>(f: F) -> (Box<dyn TaskEntry>, Arc<JoinInner<T>>)
+/// Pairs a closure with a fresh join slot, in one allocation.
+pub(crate) fn entry<F, T>(f: F) -> (Arc<dyn TaskEntry>, Arc<dyn JoinSlot<T>>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let join = Arc::new(JoinInner::new());
-    (
-        Box::new(Spawned {
-            f,
-            join: join.clone(),
-        }),
-        join,
-    )
+    let cell = Arc::new(Spawned {
+        join: JoinInner::new(),
+        f: UnsafeCell::new(Some(f)),
+    });
+    (cell.clone(), cell)
 }
 
 /// An owned permission to wait for a task's result.
@@ -135,14 +169,14 @@ where
 /// Dropping the handle detaches the task: it keeps running and its result is
 /// dropped when it finishes.
 pub struct JoinHandle<T> {
-    inner: Arc<JoinInner<T>>,
+    inner: Arc<dyn JoinSlot<T>>,
     id: TaskId,
     name: Option<Box<str>>,
     _not_ref_unwind_safe: PhantomData<UnsafeCell<()>>,
 }
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(inner: Arc<JoinInner<T>>, id: TaskId, name: Option<Box<str>>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn JoinSlot<T>>, id: TaskId, name: Option<Box<str>>) -> Self {
         JoinHandle {
             inner,
             id,
@@ -156,7 +190,7 @@ impl<T> JoinHandle<T> {
     /// Inside a task this parks the calling task (its thread runs other
     /// tasks meanwhile); outside one it blocks the calling thread.
     pub fn join(self) -> Result<T, JoinError> {
-        let inner = &self.inner;
+        let inner = self.inner.inner();
         if inner.state.load(Ordering::Acquire) & DONE != 0 {
             return inner.take();
         }
@@ -175,7 +209,7 @@ impl<T> JoinHandle<T> {
 
     /// Whether the task has finished (its result is ready for `join`).
     pub fn is_finished(&self) -> bool {
-        self.inner.state.load(Ordering::Acquire) & DONE != 0
+        self.inner.inner().state.load(Ordering::Acquire) & DONE != 0
     }
 
     /// The task's id.

@@ -45,16 +45,19 @@ pub(crate) fn clear_current() {
     }
 }
 
+/// Runs a closure with the calling thread's fallback value of one key.
+type ThreadAccess<T> = fn(&mut dyn FnMut(&T));
+
 /// A key for coroutine-local values; made by
 /// [`coroutine_local!`](crate::coroutine_local).
 pub struct LocalKey<T: 'static> {
     init: fn() -> T,
-    thread: fn(&mut dyn FnMut(&T)),
+    thread: ThreadAccess<T>,
 }
 
 impl<T: 'static> LocalKey<T> {
     #[doc(hidden)]
-    pub const fn new(init: fn() -> T, thread: fn(&mut dyn FnMut(&T))) -> LocalKey<T> {
+    pub const fn new(init: fn() -> T, thread: ThreadAccess<T>) -> LocalKey<T> {
         LocalKey { init, thread }
     }
 
@@ -68,16 +71,17 @@ impl<T: 'static> LocalKey<T> {
             return out.expect("thread-local fallback ran");
         };
         let key = self as *const LocalKey<T> as usize;
-        // SAFETY (both blocks): only the running task touches its LocalMap;
-        // the shared/exclusive borrows below end before `init` or `f` run,
-        // so a nested access from them cannot alias them.
+        // SAFETY: only the running task touches its LocalMap; this shared
+        // borrow ends before `init` or `f` run, so a nested access from them
+        // cannot alias it.
         let found = unsafe { (*(*h).locals.get()).get(key) };
         let ptr = match found {
             Some(p) => p,
             None => {
                 let value: Box<dyn Any> = Box::new((self.init)());
                 let p = &*value as *const dyn Any;
-                // SAFETY: see above.
+                // SAFETY: as above: the exclusive borrow lasts for the push
+                // only, after `init` returned.
                 unsafe { (*(*h).locals.get()).values.push((key, value)) };
                 p
             }

@@ -57,8 +57,9 @@ pub(crate) fn install() {
 
 /// Gives the calling thread an alternate signal stack if it has none.
 pub(crate) fn thread_init() {
-    // SAFETY: sigaltstack with a null new stack only reads the current one.
+    // SAFETY: stack_t is plain data; all-zero is a valid value.
     let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new stack only reads the current one into `old`.
     if unsafe { libc::sigaltstack(std::ptr::null(), &mut old) } != 0 {
         return;
     }
@@ -153,7 +154,9 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut l
 /// Hands a fault that is not ours to the previous handler, or restores the
 /// default action so that returning re-raises it.
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
-    let prev = PREVIOUS.get().map(|p| if sig == libc::SIGBUS { p.bus } else { p.segv });
+    let prev = PREVIOUS
+        .get()
+        .map(|p| if sig == libc::SIGBUS { p.bus } else { p.segv });
     match prev {
         Some(p) if p.sa_sigaction != libc::SIG_DFL && p.sa_sigaction != libc::SIG_IGN => {
             if p.sa_flags & libc::SA_SIGINFO != 0 {

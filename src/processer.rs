@@ -104,8 +104,13 @@ pub(crate) struct ProcesserShared {
     pub(crate) retired: AtomicBool,
     /// The thread, for unpark; set when the thread starts.
     pub(crate) thread: OnceLock<Thread>,
-    /// The pthread, for the Dispatcher's CPU-clock reads.
-    pub(crate) pthread: OnceLock<libc::pthread_t>,
+    /// The thread's CPU-time clock, for the Dispatcher's kernel-block test.
+    /// A clock id (not a `pthread_t`) stays safe to read after the thread
+    /// exits: `clock_gettime` then fails with `EINVAL`.
+    pub(crate) cpu_clock: OnceLock<libc::clockid_t>,
+    /// An open `/proc/self/task/<tid>/stat` of the thread, to tell a thread
+    /// sleeping in the kernel (`S`, `D`) from one merely preempted (`R`).
+    stat_fd: OnceLock<libc::c_int>,
     /// Tasks rescued from this Processer by the Dispatcher.
     pub(crate) rescued: AtomicU64,
 }
@@ -114,6 +119,42 @@ impl ProcesserShared {
     /// Tasks waiting here (new + runnable + pinned), approximately.
     pub(crate) fn queued(&self) -> usize {
         self.new.len() + self.stealer.len() + self.pinned.len()
+    }
+
+    /// CPU time the Processer's thread has used, if it can be read.
+    pub(crate) fn cpu_time(&self) -> Option<std::time::Duration> {
+        let clock = *self.cpu_clock.get()?;
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid out-pointer; an id of an exited thread
+        // makes the call fail, which is handled.
+        if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+            return None;
+        }
+        Some(std::time::Duration::new(
+            ts.tv_sec as u64,
+            ts.tv_nsec as u32,
+        ))
+    }
+
+    /// Whether the thread sleeps in the kernel right now (state `S` or `D`
+    /// in `/proc`), as opposed to running or waiting for a CPU (`R`).
+    /// `None` if it cannot be read.
+    pub(crate) fn sleeping_in_kernel(&self) -> Option<bool> {
+        let fd = *self.stat_fd.get()?;
+        let mut buf = [0u8; 256];
+        // SAFETY: reads at most buf.len() bytes into a live buffer.
+        let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n <= 0 {
+            return None;
+        }
+        let text = &buf[..n as usize];
+        // "tid (comm) S ...": the state follows the last ')'.
+        let close = text.iter().rposition(|&b| b == b')')?;
+        let state = *text.get(close + 2)?;
+        Some(matches!(state, b'S' | b'D'))
     }
 
     /// Wakes the thread if it sleeps. Returns whether this call woke it.
@@ -226,7 +267,11 @@ pub(crate) fn schedule(r: Runnable) {
 }
 
 impl ProcLocal {
-    pub(crate) fn new(p: Arc<ProcesserShared>, sched: Arc<Shared>, runnable: Worker<Runnable>) -> Self {
+    pub(crate) fn new(
+        p: Arc<ProcesserShared>,
+        sched: Arc<Shared>,
+        runnable: Worker<Runnable>,
+    ) -> Self {
         let size = sched.config.stack_size;
         ProcLocal {
             p,
@@ -335,7 +380,9 @@ impl ProcLocal {
     /// Runs one task until it switches out, then files it.
     fn run_task(&self, mut t: Runnable) {
         let header = Arc::as_ptr(t.header());
-        t.header().home.store(self.p.index, Ordering::Relaxed);
+        if t.header().home.load(Ordering::Relaxed) != self.p.index {
+            t.header().home.store(self.p.index, Ordering::Relaxed);
+        }
         let mut slot: EntrySlot = None;
         let ctx = match t.run().ctx.take() {
             Some(ctx) => ctx,
@@ -350,6 +397,7 @@ impl ProcLocal {
                 Err(e) => {
                     // The task can never run: fail its join handle.
                     if let Some(entry) = t.run().entry.take() {
+                        self.sched.completed.fetch_add(1, Ordering::Relaxed);
                         entry.fail(JoinError::stack_exhausted(e));
                     }
                     self.finish(t);
@@ -369,6 +417,11 @@ impl ProcLocal {
         let (ctx, why) = unsafe { coroutine::resume(ctx, &mut slot as *mut EntrySlot as usize) };
         self.current.set(std::ptr::null());
         self.p.running.store(false, Ordering::Relaxed);
+        if self.p.blocked.load(Ordering::Relaxed) {
+            // Switched again: active at once (the Dispatcher agrees on its
+            // next sample, when it sees the counter moved).
+            self.p.blocked.store(false, Ordering::Relaxed);
+        }
         match why {
             Suspend::Yield => {
                 t.run().ctx = Some(ctx);
@@ -382,8 +435,8 @@ impl ProcLocal {
                 }
             }
             Suspend::Done => {
-                // The finished context is never resumed; drop it.
-                drop(ctx);
+                // The finished context is never resumed: forget it.
+                let _ = ctx;
                 self.finish(t);
             }
         }
@@ -495,7 +548,21 @@ impl ProcLocal {
     }
 
     /// No local work: steal, spin a little, then sleep until woken.
+    ///
+    /// While it spins the Processer counts as *searching*: a thread that
+    /// queues local work does not wake a sleeping Processer while another is
+    /// already looking for work (Go's spinning Ms).
     fn find_work(&self) -> Option<Runnable> {
+        self.sched.searching_inc();
+        let found = self.spin_for_work();
+        self.sched.searching_dec();
+        if found.is_some() {
+            return found;
+        }
+        self.sleep()
+    }
+
+    fn spin_for_work(&self) -> Option<Runnable> {
         for round in 0..SPIN_ROUNDS {
             if let Some(t) = self.steal().or_else(|| self.pull_remote()) {
                 return Some(t);
@@ -506,7 +573,7 @@ impl ProcLocal {
                 std::thread::yield_now();
             }
         }
-        self.sleep()
+        None
     }
 
     fn sleep(&self) -> Option<Runnable> {
@@ -543,6 +610,7 @@ impl ProcLocal {
             }
         }
         // Woken: the waker already decremented the idle count.
+        crate::dispatcher::processer_awake(&self.sched);
         None
     }
 
@@ -590,7 +658,8 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         blocked: AtomicBool::new(false),
         retired: AtomicBool::new(false),
         thread: OnceLock::new(),
-        pthread: OnceLock::new(),
+        cpu_clock: OnceLock::new(),
+        stat_fd: OnceLock::new(),
         rescued: AtomicU64::new(0),
     });
     (p, runnable)
@@ -599,6 +668,28 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
 /// Records the calling thread as `p`'s thread.
 pub(crate) fn bind_thread(p: &ProcesserShared) {
     let _ = p.thread.set(std::thread::current());
-    // SAFETY: pthread_self has no preconditions.
-    let _ = p.pthread.set(unsafe { libc::pthread_self() });
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: pthread_self() is the live calling thread; `clock` is a valid
+    // out-pointer.
+    if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
+        let _ = p.cpu_clock.set(clock);
+    }
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let path = format!("/proc/self/task/{tid}/stat\0");
+    // SAFETY: `path` is NUL-terminated; the fd is owned by `p` and closed in
+    // its Drop.
+    let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd >= 0 {
+        let _ = p.stat_fd.set(fd);
+    }
+}
+
+impl Drop for ProcesserShared {
+    fn drop(&mut self) {
+        if let Some(&fd) = self.stat_fd.get() {
+            // SAFETY: the fd was opened by bind_thread and is owned by self.
+            unsafe { libc::close(fd) };
+        }
+    }
 }

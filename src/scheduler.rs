@@ -65,6 +65,7 @@ pub(crate) struct Config {
     pub(crate) block_timeout: Duration,
     pub(crate) dispatch_interval: Duration,
     pub(crate) idle_thread_timeout: Duration,
+    pub(crate) kernel_block_detection: bool,
 }
 
 /// Configures and starts a [`Scheduler`].
@@ -90,6 +91,7 @@ pub struct SchedulerBuilder {
     block_timeout: Duration,
     dispatch_interval: Duration,
     idle_thread_timeout: Duration,
+    kernel_block_detection: bool,
 }
 
 impl Default for SchedulerBuilder {
@@ -102,6 +104,7 @@ impl Default for SchedulerBuilder {
             block_timeout: DEFAULT_BLOCK_TIMEOUT,
             dispatch_interval: DEFAULT_DISPATCH_INTERVAL,
             idle_thread_timeout: DEFAULT_IDLE_THREAD_TIMEOUT,
+            kernel_block_detection: true,
         }
     }
 }
@@ -159,6 +162,14 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Whether the Dispatcher reads each Processer thread's CPU clock to
+    /// catch a task blocked in the kernel after two dispatch intervals,
+    /// rather than waiting for `block_timeout`. Default `true`.
+    pub fn kernel_block_detection(mut self, on: bool) -> Self {
+        self.kernel_block_detection = on;
+        self
+    }
+
     fn validate(self) -> Result<Config, ConfigError> {
         let min = if self.min_threads == 0 {
             num_cpus::get().max(1)
@@ -194,6 +205,7 @@ impl SchedulerBuilder {
             block_timeout: self.block_timeout,
             dispatch_interval: self.dispatch_interval,
             idle_thread_timeout: self.idle_thread_timeout,
+            kernel_block_detection: self.kernel_block_detection,
         })
     }
 
@@ -257,7 +269,11 @@ static DEFAULT: OnceLock<Result<Scheduler, ConfigError>> = OnceLock::new();
 
 fn env_threads(var: &'static str) -> Result<Option<usize>, ConfigError> {
     match std::env::var(var) {
-        Ok(v) => v.trim().parse::<usize>().map(Some).map_err(|_| ConfigError::Env { var, value: v }),
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .map(Some)
+            .map_err(|_| ConfigError::Env { var, value: v }),
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(std::env::VarError::NotUnicode(v)) => Err(ConfigError::Env {
             var,
@@ -410,6 +426,8 @@ pub(crate) struct Shared {
     pub(crate) completed: AtomicU64,
     /// Processers asleep waiting for work.
     idle: AtomicUsize,
+    /// Processers spinning in search of work.
+    searching: AtomicUsize,
     /// Core + Extra Processer threads alive.
     pub(crate) threads: AtomicUsize,
     pub(crate) threads_started: AtomicU64,
@@ -443,6 +461,7 @@ impl Shared {
             spawned: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             idle: AtomicUsize::new(0),
+            searching: AtomicUsize::new(0),
             threads: AtomicUsize::new(0),
             threads_started: AtomicU64::new(0),
             threads_retired: AtomicU64::new(0),
@@ -465,10 +484,14 @@ impl Shared {
     }
 
     pub(crate) fn register(&self, p: Arc<ProcesserShared>) {
-        let mut w = self.procs.write();
-        let mut v = Vec::clone(&w);
-        v.push(p);
-        *w = Arc::new(v);
+        {
+            let mut w = self.procs.write();
+            let mut v = Vec::clone(&w);
+            v.push(p);
+            *w = Arc::new(v);
+        }
+        // A new Processer is awake: the Dispatcher must watch it.
+        crate::dispatcher::processer_awake(self);
     }
 
     pub(crate) fn unregister(&self, p: &Arc<ProcesserShared>) {
@@ -497,7 +520,10 @@ impl Shared {
         match spawned {
             Ok(h) => {
                 self.threads_started.fetch_add(1, Ordering::Relaxed);
-                self.join_handles.lock().push(h);
+                let mut hs = self.join_handles.lock();
+                // Retired extra threads have exited; forget their handles.
+                hs.retain(|h| !h.is_finished());
+                hs.push(h);
                 Ok(())
             }
             Err(e) => {
@@ -553,7 +579,7 @@ impl Shared {
         }
         self.alive.fetch_add(1, Ordering::SeqCst);
         if !inside && self.closing.load(Ordering::SeqCst) {
-            self.task_finished_uncounted();
+            self.task_finished();
             return Err(SpawnError::Shutdown);
         }
         self.spawned.fetch_add(1, Ordering::Relaxed);
@@ -589,14 +615,10 @@ impl Shared {
         Ok(h)
     }
 
-    /// A task finished (or never ran): `alive -= 1`, and wake whoever waits
-    /// for zero.
+    /// A task left its stack for good (or never ran): `alive -= 1`, and
+    /// wake whoever waits for zero. (`completed` was counted when its result
+    /// was published.)
     pub(crate) fn task_finished(&self) {
-        self.completed.fetch_add(1, Ordering::Relaxed);
-        self.task_finished_uncounted();
-    }
-
-    fn task_finished_uncounted(&self) {
         if self.alive.fetch_sub(1, Ordering::AcqRel) == 1 {
             let _g = self.done_lock.lock();
             self.done_cv.notify_all();
@@ -618,23 +640,29 @@ impl Shared {
             drop(r);
             return;
         };
-        let pinned = r.header().pin.is_some();
-        if pinned {
+        if self.push_to(&target, r) && !self.wake_proc(&target) {
+            self.wake_idle_for_local_work();
+        }
+    }
+
+    /// Pushes a task into `target`'s new (or pinned) queue. If `target`
+    /// retired meanwhile, re-routes whatever is left there and returns false.
+    pub(crate) fn push_to(&self, target: &ProcesserShared, r: Runnable) -> bool {
+        if r.header().pin.is_some() {
             target.pinned.push(r);
         } else {
             target.new.push(r);
         }
-        // Pairs with the SeqCst store of `retired` / `sleeping` (Dekker).
+        // Pairs with the SeqCst store of `retired` (and of `sleeping`): either
+        // the retiring Processer drains our task, or we see `retired`.
         fence(Ordering::SeqCst);
         if target.retired.load(Ordering::SeqCst) {
-            for t in processer::drain_retired(&target) {
+            for t in processer::drain_retired(target) {
                 self.push_remote(t);
             }
-            return;
+            return false;
         }
-        if !self.wake_proc(&target) {
-            self.wake_idle_for_local_work();
-        }
+        true
     }
 
     fn pick_target(
@@ -654,7 +682,11 @@ impl Shared {
         if let Some(p) = procs.iter().find(|p| p.index == home).filter(usable) {
             return Some(p.clone());
         }
-        if let Some(p) = procs.iter().find(|p| p.sleeping.load(Ordering::Relaxed)).filter(usable) {
+        if let Some(p) = procs
+            .iter()
+            .find(|p| p.sleeping.load(Ordering::Relaxed))
+            .filter(usable)
+        {
             return Some(p.clone());
         }
         let n = procs.len();
@@ -685,7 +717,7 @@ impl Shared {
         // Pairs with the SeqCst `sleeping` store + idle increment of a
         // Processer going to sleep (Dekker; see processer.rs).
         fence(Ordering::SeqCst);
-        if self.idle.load(Ordering::Relaxed) == 0 {
+        if self.idle.load(Ordering::Relaxed) == 0 || self.searching.load(Ordering::Relaxed) != 0 {
             return;
         }
         for p in self.processers_snapshot().iter() {
@@ -693,6 +725,14 @@ impl Shared {
                 return;
             }
         }
+    }
+
+    pub(crate) fn searching_inc(&self) {
+        self.searching.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn searching_dec(&self) {
+        self.searching.fetch_sub(1, Ordering::SeqCst);
     }
 
     pub(crate) fn idle_inc(&self) {
@@ -724,8 +764,7 @@ impl Shared {
         }
         if local.p.kind == Kind::Extra {
             if let Some(since) = local.idle_since.get() {
-                return since.elapsed() >= self.config.idle_thread_timeout
-                    && crate::dispatcher::may_retire(self);
+                return since.elapsed() >= self.config.idle_thread_timeout;
             }
         }
         false

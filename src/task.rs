@@ -127,7 +127,7 @@ pub(crate) struct RunState {
     /// The stack the coroutine runs on; allocated at first run.
     pub(crate) stack: Option<StackMem>,
     /// The closure to run; taken by the coroutine's entry function.
-    pub(crate) entry: Option<Box<dyn TaskEntry>>,
+    pub(crate) entry: Option<Arc<dyn TaskEntry>>,
 }
 
 /// The shared header of one task.
@@ -167,7 +167,7 @@ impl TaskHeader {
         name: Option<Box<str>>,
         stack_size: usize,
         pin: Option<usize>,
-        entry: Box<dyn TaskEntry>,
+        entry: Arc<dyn TaskEntry>,
     ) -> TaskHeader {
         TaskHeader {
             id: TaskId::next(),

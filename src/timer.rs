@@ -212,7 +212,8 @@ impl Timers {
                 Some(e)
             }
             _ => {
-                if e.node.state
+                if e.node
+                    .state
                     .compare_exchange(PENDING, FIRED, Ordering::AcqRel, Ordering::Relaxed)
                     .is_err()
                 {
@@ -321,10 +322,14 @@ where
 }
 
 fn add_every(sched: &Arc<Shared>, period: Duration, f: Arc<dyn Fn() + Send + Sync>) -> TimerHandle {
-    assert!(!period.is_zero(), "gofer::timer::every: the period must be non-zero");
-    let node = sched
-        .timers
-        .add(far_deadline(period), Action::Every(sched.clone(), period, f));
+    assert!(
+        !period.is_zero(),
+        "gofer::timer::every: the period must be non-zero"
+    );
+    let node = sched.timers.add(
+        far_deadline(period),
+        Action::Every(sched.clone(), period, f),
+    );
     TimerHandle { node }
 }
 

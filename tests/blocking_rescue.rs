@@ -1,0 +1,337 @@
+//! The Dispatcher rescues tasks queued behind a Processer whose running task
+//! blocks the thread, grows threads up to the cap, and shrinks them again.
+//!
+//! Blocking here is real (`std::thread::sleep`, a busy loop); every bound on
+//! time is generous: the assertion is "long before the block ends", not a
+//! latency figure (that is measured in `benches/blocking.rs`).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use gofer::{Builder, Scheduler};
+
+/// What a rescued task reports: when it started, and on which thread.
+struct Started {
+    at: Instant,
+    thread: ThreadId,
+}
+
+fn started() -> Started {
+    Started {
+        at: Instant::now(),
+        thread: std::thread::current().id(),
+    }
+}
+
+/// libgo's scenario: one Processer, the first task sleeps in the kernel,
+/// three tasks queued behind it start long before it wakes, on another
+/// thread.
+#[test]
+fn tasks_queued_behind_a_kernel_blocked_task_start_elsewhere() {
+    let sched = Scheduler::builder()
+        .min_threads(1)
+        .max_threads(4)
+        .build()
+        .unwrap();
+    let block = Duration::from_millis(800);
+    let (tx, rx) = mpsc::channel();
+    let blocker = {
+        let tx = tx.clone();
+        sched.spawn(move || {
+            tx.send(("blocker", started())).unwrap();
+            std::thread::sleep(block);
+            Instant::now()
+        })
+    };
+    let (name, b) = rx.recv().unwrap();
+    assert_eq!(name, "blocker");
+    let queued: Vec<_> = (0..3)
+        .map(|_| {
+            let tx = tx.clone();
+            sched.spawn(move || tx.send(("queued", started())).unwrap())
+        })
+        .collect();
+    for _ in 0..3 {
+        let (name, s) = rx.recv().unwrap();
+        assert_eq!(name, "queued");
+        assert_ne!(
+            s.thread, b.thread,
+            "a queued task ran on the blocked thread"
+        );
+        assert!(
+            s.at.duration_since(b.at) < block / 2,
+            "a queued task started {:?} after the block began",
+            s.at.duration_since(b.at)
+        );
+    }
+    for h in queued {
+        h.join().unwrap();
+    }
+    let woke = blocker.join().unwrap();
+    assert!(woke.duration_since(b.at) >= block);
+    let stats = sched.stats();
+    assert!(stats.blocked_detections >= 1);
+    assert!(stats.tasks_rescued >= 1);
+    assert!(stats.threads_started >= 2, "an extra thread was started");
+    sched.shutdown();
+}
+
+/// may's scenario: a task spawns 8 children (queued locally) and then
+/// blocks; every child runs before the block ends.
+#[test]
+fn children_of_a_task_that_then_blocks_all_run_before_it_wakes() {
+    let sched = Scheduler::builder()
+        .min_threads(1)
+        .max_threads(2)
+        .build()
+        .unwrap();
+    let block = Duration::from_millis(800);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let ran2 = ran.clone();
+    let seen_at_wake = sched
+        .spawn(move || {
+            let kids: Vec<_> = (0..8)
+                .map(|_| {
+                    let ran = ran2.clone();
+                    gofer::spawn(move || {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                    })
+                })
+                .collect();
+            std::thread::sleep(block);
+            let seen = ran2.load(Ordering::SeqCst);
+            for k in kids {
+                k.join().unwrap();
+            }
+            seen
+        })
+        .join()
+        .unwrap();
+    assert_eq!(
+        seen_at_wake, 8,
+        "children still waiting when the block ended"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 8);
+    sched.shutdown();
+}
+
+/// Ten blockers on a scheduler capped at four threads: the thread count
+/// never exceeds the cap, and every task completes.
+#[test]
+fn thread_count_never_exceeds_max_threads_under_many_blockers() {
+    let sched = Scheduler::builder()
+        .min_threads(1)
+        .max_threads(4)
+        .build()
+        .unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let monitor = {
+        let (sched, done, peak) = (sched.clone(), done.clone(), peak.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                let s = sched.stats();
+                peak.fetch_max(s.threads, Ordering::SeqCst);
+                let live = s.processers.iter().filter(|p| p.kind != "caller").count();
+                peak.fetch_max(live, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    let handles: Vec<_> = (0..10)
+        .map(|i| {
+            sched.spawn(move || {
+                std::thread::sleep(Duration::from_millis(150));
+                i
+            })
+        })
+        .collect();
+    let sum: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    done.store(true, Ordering::SeqCst);
+    monitor.join().unwrap();
+    assert_eq!(sum, 45);
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(peak <= 4, "saw {peak} threads with max_threads(4)");
+    assert!(
+        peak >= 2,
+        "no extra thread was started for blocked Processers"
+    );
+    let s = sched.stats();
+    assert!(s.threads_started - s.threads_retired <= 4);
+    sched.shutdown();
+}
+
+/// Extra threads started for blockers exit once idle for the configured
+/// time, back to `min_threads`.
+#[test]
+fn extra_threads_retire_after_blockers_finish() {
+    let sched = Scheduler::builder()
+        .min_threads(1)
+        .max_threads(3)
+        .idle_thread_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|_| sched.spawn(|| std::thread::sleep(Duration::from_millis(200))))
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert!(
+        sched.stats().threads_started >= 2,
+        "no extra thread was started"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = sched.stats();
+        if s.threads == 1 {
+            assert!(s.threads_retired >= 1);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "extra threads still alive: {} threads, {} retired",
+            s.threads,
+            s.threads_retired
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The scheduler still works at its core size.
+    assert_eq!(sched.spawn(|| 5).join().unwrap(), 5);
+    sched.shutdown();
+}
+
+/// A CPU-bound task that never switches: tasks queued behind it are moved
+/// after `block_timeout`.
+#[test]
+fn tasks_queued_behind_a_cpu_hog_are_rescued() {
+    let sched = Scheduler::builder()
+        .min_threads(1)
+        .max_threads(2)
+        .block_timeout(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let hog = {
+        let (stop, tx) = (stop.clone(), tx.clone());
+        sched.spawn(move || {
+            tx.send(started()).unwrap();
+            let limit = Instant::now() + Duration::from_secs(20);
+            while !stop.load(Ordering::Relaxed) && Instant::now() < limit {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let h = rx.recv().unwrap();
+    let queued: Vec<_> = (0..3)
+        .map(|_| {
+            let tx = tx.clone();
+            sched.spawn(move || tx.send(started()).unwrap())
+        })
+        .collect();
+    for _ in 0..3 {
+        let s = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a queued task was never rescued");
+        assert_ne!(s.thread, h.thread);
+    }
+    stop.store(true, Ordering::Relaxed);
+    hog.join().unwrap();
+    for q in queued {
+        q.join().unwrap();
+    }
+    assert!(sched.stats().blocked_detections >= 1);
+    sched.shutdown();
+}
+
+/// Many short tasks keep switching: no Processer is ever marked blocked.
+#[test]
+fn processers_switching_among_short_tasks_are_never_marked_blocked() {
+    let sched = Scheduler::builder()
+        .min_threads(2)
+        .max_threads(4)
+        .build()
+        .unwrap();
+    for round in 0..4u64 {
+        let hs: Vec<_> = (0..5_000u64)
+            .map(|i| {
+                sched.spawn(move || {
+                    let mut x = i ^ round;
+                    for _ in 0..3 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        gofer::yield_now();
+                    }
+                    x & 1
+                })
+            })
+            .collect();
+        let ones: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(ones <= 5_000);
+    }
+    let s = sched.stats();
+    assert_eq!(s.completed, 20_000);
+    assert_eq!(s.blocked_detections, 0, "false positive: {s:?}");
+    assert_eq!(s.tasks_rescued, 0);
+    sched.shutdown();
+}
+
+/// Pinned tasks queued behind a blocked Processer stay there and run on its
+/// thread after the block; unpinned ones are rescued.
+#[test]
+fn pinned_tasks_are_never_moved_off_a_blocked_processer() {
+    let sched = Scheduler::builder()
+        .min_threads(1)
+        .max_threads(2)
+        .build()
+        .unwrap();
+    let block = Duration::from_millis(600);
+    let (tx, rx) = mpsc::channel();
+    let blocker = {
+        let tx = tx.clone();
+        Builder::new()
+            .pin(0)
+            .scheduler(&sched)
+            .spawn(move || {
+                tx.send(("blocker", started())).unwrap();
+                std::thread::sleep(block);
+            })
+            .unwrap()
+    };
+    let (_, b) = rx.recv().unwrap();
+    let mut hs = Vec::new();
+    for i in 0..6 {
+        let tx = tx.clone();
+        let builder = Builder::new().scheduler(&sched);
+        let (builder, kind) = if i % 2 == 0 {
+            (builder.pin(0), "pinned")
+        } else {
+            (builder, "free")
+        };
+        hs.push(
+            builder
+                .spawn(move || tx.send((kind, started())).unwrap())
+                .unwrap(),
+        );
+    }
+    for _ in 0..6 {
+        let (kind, s) = rx.recv().unwrap();
+        if kind == "pinned" {
+            assert_eq!(s.thread, b.thread, "a pinned task moved");
+            assert!(s.at.duration_since(b.at) >= block);
+        } else {
+            assert_ne!(s.thread, b.thread);
+            assert!(
+                s.at.duration_since(b.at) < block,
+                "a free task waited out the block"
+            );
+        }
+    }
+    blocker.join().unwrap();
+    for h in hs {
+        h.join().unwrap();
+    }
+    sched.shutdown();
+}
