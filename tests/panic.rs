@@ -83,7 +83,7 @@ fn panic_with_string_payload_reaches_join() {
 fn panic_with_custom_payload_reaches_join() {
     let s = sched("quiet-custom", 1);
     let err = s
-        .spawn(|| {
+        .spawn(|| -> () {
             gofer::yield_now(); // panic after a switch, from a resumed stack
             std::panic::panic_any(Custom {
                 code: 7,
@@ -91,7 +91,6 @@ fn panic_with_custom_payload_reaches_join() {
             })
         })
         .join()
-        .map(|()| ())
         .expect_err("the task panicked");
     assert!(err.is_panic());
     let payload = err
