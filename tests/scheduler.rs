@@ -146,6 +146,21 @@ fn block_on_inside_a_task_works() {
 }
 
 #[test]
+fn block_on_from_a_task_of_another_scheduler_runs_there() {
+    let a = sched("blka", 1);
+    let b = sched("blkb", 1);
+    let b2 = b.clone();
+    let (outer, inner) = a
+        .spawn(move || (thread_name(), b2.block_on(thread_name)))
+        .join()
+        .expect("returned");
+    assert!(outer.starts_with("blka-"), "{outer}");
+    assert!(inner.starts_with("blkb-"), "{inner}");
+    a.shutdown();
+    b.shutdown();
+}
+
+#[test]
 fn block_on_after_shutdown_panics_with_a_clear_message() {
     let s = sched("blkdown", 1);
     s.shutdown();
@@ -198,6 +213,42 @@ fn shutdown_waits_for_sleeping_and_yielding_tasks_and_joins_threads() {
     // A second shutdown is harmless.
     s.shutdown();
     assert_eq!(s.shutdown_timeout(Duration::from_millis(1)), Ok(()));
+}
+
+#[test]
+fn tasks_may_spawn_children_while_shutdown_waits_for_them() {
+    let s = sched("shutkid", 2);
+    let go_on = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let (g, d) = (go_on.clone(), done.clone());
+    s.spawn(move || {
+        while !g.load(Ordering::Acquire) {
+            gofer::yield_now();
+        }
+        // Shutdown has begun: a child spawned from inside is still admitted.
+        let d2 = d.clone();
+        let child = Builder::new()
+            .spawn(move || {
+                gofer::sleep(Duration::from_millis(20));
+                d2.fetch_add(1, Ordering::SeqCst);
+            })
+            .expect("children of running tasks are admitted while closing");
+        child.join().expect("child returned");
+        d.fetch_add(1, Ordering::SeqCst);
+    });
+    let s2 = s.clone();
+    let shutter = std::thread::spawn(move || s2.shutdown());
+    // Closing is visible as a refused spawn from outside.
+    wait_until("shutdown has begun", || {
+        matches!(
+            Builder::new().scheduler(&s).spawn(|| ()),
+            Err(SpawnError::Shutdown)
+        )
+    });
+    go_on.store(true, Ordering::Release);
+    shutter.join().expect("shutdown returned");
+    assert_eq!(done.load(Ordering::SeqCst), 2);
+    assert_eq!(s.stats().threads, 0);
 }
 
 #[test]

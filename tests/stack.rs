@@ -204,3 +204,97 @@ fn a_panic_with_backtrace_in_a_minimum_size_stack_is_caught() {
         describe(&out)
     );
 }
+
+const BLOCK_ON_OVERFLOW_TEST: &str = "stack_overflow_in_a_block_on_task_is_reported";
+
+#[test]
+fn stack_overflow_in_a_block_on_task_is_reported() {
+    if child_scenario().as_deref() == Some("block-on-overflow") {
+        let s = Scheduler::builder()
+            .min_threads(1)
+            .stack_size(32 * 1024)
+            .name("stk-child")
+            .build()
+            .expect("valid config");
+        // The root task of block_on runs on this (the test's) thread.
+        let v = s.block_on(|| {
+            eprintln!("CHILD-TASK-ID={}", gofer::current_id().expect("in a task"));
+            deep(black_box(250))
+        });
+        println!("CHILD-SURVIVED {v}");
+        return;
+    }
+    let out = run_child(BLOCK_ON_OVERFLOW_TEST, "block-on-overflow", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("CHILD-TASK-ID="))
+        .unwrap_or_else(|| panic!("the child task did not start\n{}", describe(&out)))
+        .trim()
+        .to_string();
+    assert!(
+        stderr.contains(&format!("task {id} overflowed its 32768-byte stack")),
+        "an unnamed task's report names its id {id}\n{}",
+        describe(&out)
+    );
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{}",
+        describe(&out)
+    );
+}
+
+const THREAD_OVERFLOW_TEST: &str = "a_plain_thread_overflow_is_left_to_the_rust_runtime";
+
+/// Recurses until the stack runs out.
+#[inline(never)]
+fn forever(n: u64) -> u64 {
+    let frame = [n; 512];
+    black_box(&frame);
+    forever(black_box(n + 1)) + black_box(frame[0])
+}
+
+#[test]
+fn a_plain_thread_overflow_is_left_to_the_rust_runtime() {
+    if child_scenario().as_deref() == Some("thread-overflow") {
+        // Building a scheduler installs gofer's fault handler ...
+        let s = Scheduler::builder()
+            .min_threads(1)
+            .name("stk-child")
+            .build()
+            .expect("valid config");
+        assert_eq!(s.spawn(|| 1).join().expect("returned"), 1);
+        // ... which must hand an overflow of a plain thread to Rust's.
+        let t = std::thread::Builder::new()
+            .name("plain".into())
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                eprintln!("CHILD-THREAD-STARTED");
+                forever(0)
+            })
+            .expect("spawn a thread");
+        let r = t.join();
+        println!("CHILD-SURVIVED {:?}", r.is_ok());
+        return;
+    }
+    let out = run_child(THREAD_OVERFLOW_TEST, "thread-overflow", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("CHILD-THREAD-STARTED"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        stderr.contains("thread 'plain'") && stderr.contains("has overflowed its stack"),
+        "Rust's own overflow report\n{}",
+        describe(&out)
+    );
+    assert!(!stderr.contains("gofer: task"), "{}", describe(&out));
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{}",
+        describe(&out)
+    );
+}
