@@ -124,7 +124,8 @@ impl fmt::Display for SpawnError {
                 f,
                 "cannot allocate a coroutine stack ({source}) with {live_stacks} stacks live; \
                  guarded stacks cost two memory mappings each and vm.max_map_count caps them \
-                 (about 32k at 65530): let tasks finish or raise vm.max_map_count"
+                 (about 32k at 65530): let tasks finish, raise vm.max_map_count, or build the \
+                 scheduler with dense_stacks(true)"
             ),
             SpawnError::InvalidPin { requested, core } => write!(
                 f,

@@ -62,6 +62,7 @@ mod join;
 mod locals;
 mod overflow;
 mod park;
+mod park_state;
 mod processer;
 mod scheduler;
 mod stack;

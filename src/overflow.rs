@@ -121,6 +121,26 @@ pub(crate) fn fatal(msg: &str) -> ! {
     std::process::abort()
 }
 
+/// A dense stack's canary check failed: report the task and abort.
+pub(crate) fn dense_overflow(task: &crate::task::TaskHeader) -> ! {
+    let mut b = Buf {
+        bytes: [0; 512],
+        len: 0,
+    };
+    let _ = write!(b, "gofer: task {}", task.id);
+    if let Some(name) = task.name.as_deref() {
+        let _ = write!(b, " '{name}'");
+    }
+    let _ = writeln!(
+        b,
+        " overflowed its {}-byte dense stack (canary at the stack limit damaged, \
+         seen at its last switch); aborting",
+        task.stack_size
+    );
+    write_stderr(&b);
+    std::process::abort()
+}
+
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;

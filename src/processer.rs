@@ -417,6 +417,9 @@ impl ProcLocal {
         let (ctx, why) = unsafe { coroutine::resume(ctx, &mut slot as *mut EntrySlot as usize) };
         self.current.set(std::ptr::null());
         self.p.running.store(false, Ordering::Relaxed);
+        if self.sched.config.dense_stacks {
+            check_dense_stack(&mut t, &ctx);
+        }
         if self.p.blocked.load(Ordering::Relaxed) {
             // Switched again: active at once (the Dispatcher agrees on its
             // next sample, when it sees the counter moved).
@@ -620,6 +623,22 @@ impl ProcLocal {
             .sleeping
             .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
             .is_ok()
+    }
+}
+
+/// Dense stacks have no guard page: after every switch out, check that the
+/// task stayed inside its stack (see `stack.rs`), and abort naming it if not.
+fn check_dense_stack(t: &mut Runnable, ctx: &context::Context) {
+    // SAFETY: `Context` is a `#[repr(C)]` wrapper of one pointer, the saved
+    // stack pointer of the suspended coroutine; reading it as a usize copies
+    // that address without using it.
+    let sp = unsafe { std::mem::transmute_copy::<context::Context, usize>(ctx) };
+    let intact = match t.run().stack.as_ref() {
+        Some(s) if s.is_dense() => s.dense_intact(sp),
+        _ => true,
+    };
+    if !intact {
+        crate::overflow::dense_overflow(t.header());
     }
 }
 

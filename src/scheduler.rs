@@ -40,7 +40,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::error::{ConfigError, ShutdownError, SpawnError};
 use crate::join::{self, JoinHandle};
 use crate::processer::{self, Kind, ProcLocal, ProcesserShared};
-use crate::stack::{self, StackMem, StackPool};
+use crate::stack::{self, DenseArena, StackMem, StackPool};
 use crate::stats::{ProcesserStats, Stats};
 use crate::task::{Runnable, TaskHeader};
 use crate::timer::Timers;
@@ -66,6 +66,7 @@ pub(crate) struct Config {
     pub(crate) dispatch_interval: Duration,
     pub(crate) idle_thread_timeout: Duration,
     pub(crate) kernel_block_detection: bool,
+    pub(crate) dense_stacks: bool,
 }
 
 /// Configures and starts a [`Scheduler`].
@@ -92,6 +93,7 @@ pub struct SchedulerBuilder {
     dispatch_interval: Duration,
     idle_thread_timeout: Duration,
     kernel_block_detection: bool,
+    dense_stacks: bool,
 }
 
 impl Default for SchedulerBuilder {
@@ -105,6 +107,7 @@ impl Default for SchedulerBuilder {
             dispatch_interval: DEFAULT_DISPATCH_INTERVAL,
             idle_thread_timeout: DEFAULT_IDLE_THREAD_TIMEOUT,
             kernel_block_detection: true,
+            dense_stacks: false,
         }
     }
 }
@@ -170,6 +173,19 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Carve stacks out of large shared mappings without guard pages, so
+    /// that the number of live tasks is no longer capped by
+    /// `vm.max_map_count` (about 32k guarded stacks). Default `false`.
+    ///
+    /// An overflow is then caught only after the fact, at the task's next
+    /// switch, by a canary band at the stack limit; the process aborts with a
+    /// message naming the task, since a neighbouring stack may already be
+    /// damaged. Use it with small stacks (16 KiB) for very many light tasks.
+    pub fn dense_stacks(mut self, on: bool) -> Self {
+        self.dense_stacks = on;
+        self
+    }
+
     fn validate(self) -> Result<Config, ConfigError> {
         let min = if self.min_threads == 0 {
             num_cpus::get().max(1)
@@ -206,6 +222,7 @@ impl SchedulerBuilder {
             dispatch_interval: self.dispatch_interval,
             idle_thread_timeout: self.idle_thread_timeout,
             kernel_block_detection: self.kernel_block_detection,
+            dense_stacks: self.dense_stacks,
         })
     }
 
@@ -444,6 +461,8 @@ pub(crate) struct Shared {
     stack_pool: Mutex<StackPool>,
     /// errno of the last failed stack allocation; 0 when stacks can be had.
     stack_errno: AtomicI32,
+    /// Dense-stack arenas by stack size (dense mode only).
+    dense: Mutex<Vec<Arc<DenseArena>>>,
     pub(crate) timers: Arc<Timers>,
     pub(crate) dispatch: crate::dispatcher::DispatchState,
 }
@@ -473,6 +492,7 @@ impl Shared {
             join_handles: Mutex::new(Vec::new()),
             stack_pool: Mutex::new(pool),
             stack_errno: AtomicI32::new(0),
+            dense: Mutex::new(Vec::new()),
             timers,
             dispatch: crate::dispatcher::DispatchState::default(),
         })
@@ -784,10 +804,25 @@ impl Shared {
     }
 
     pub(crate) fn new_stack(&self, size: usize) -> io::Result<StackMem> {
-        StackMem::new(size).inspect_err(|e| {
+        let made = if self.config.dense_stacks {
+            self.dense_arena(size).alloc()
+        } else {
+            StackMem::new(size)
+        };
+        made.inspect_err(|e| {
             self.stack_errno
                 .store(e.raw_os_error().unwrap_or(libc::ENOMEM), Ordering::Relaxed);
         })
+    }
+
+    fn dense_arena(&self, size: usize) -> Arc<DenseArena> {
+        let mut arenas = self.dense.lock();
+        if let Some(a) = arenas.iter().find(|a| a.size() == size) {
+            return a.clone();
+        }
+        let a = DenseArena::new(size);
+        arenas.push(a.clone());
+        a
     }
 
     /// Stacks went back to a pool: spawning may succeed again.

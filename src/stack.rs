@@ -18,10 +18,37 @@
 //! when a task first runs, not when it is spawned, so queued tasks cost no
 //! mapping; finished tasks hand their stack back to a pool so that spawning in
 //! steady state makes no `mmap`/`munmap` call.
+//!
+//! # Dense stacks
+//!
+//! A scheduler built with `dense_stacks(true)` carves stacks out of large
+//! shared slabs (one mapping per [`SLAB_BYTES`]) with no guard pages, so the
+//! mapping count no longer grows with the number of tasks:
+//!
+//! ```text
+//!   slab (one mmap, MAP_NORESERVE)
+//!   +------------+------------+------------+----
+//!   | stack 0    | stack 1    | stack 2    | ...
+//!   +------------+------------+------------+----
+//!   ^ bottom of stack 0: a CANARY_BYTES zero band, never written
+//! ```
+//!
+//! Overflow is then detected *after the fact*, at every switch out of the
+//! task: the saved stack pointer must lie above the canary band, and the
+//! band must still read as zero. The band is zero because untouched
+//! anonymous memory reads as zero: writing a pattern there instead would make
+//! every stack's lowest page resident, a 4 KiB cost per task. A detected
+//! overflow aborts the process with a message naming the task, because the
+//! neighbouring stack may already be corrupted. An overflow that writes only
+//! zeros into the band, or jumps past it and returns before switching, is
+//! not seen; that is why guarded stacks stay the default.
 
 use std::io;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 /// The smallest stack a task may ask for.
 pub const MIN_STACK_SIZE: usize = 16 * 1024;
@@ -61,21 +88,30 @@ pub(crate) fn valid_stack_size(size: usize) -> bool {
     (MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&size)
 }
 
-/// Live guarded stacks in the whole process, for error messages and stats.
+/// Live stacks (guarded and dense) in the whole process, for error messages
+/// and stats.
 static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
 
-/// Live guarded stacks in the process.
+/// Bytes per dense slab (one mapping).
+pub(crate) const SLAB_BYTES: usize = 64 << 20;
+/// The zero band at the bottom of a dense stack.
+pub(crate) const CANARY_BYTES: usize = 64;
+
+/// Live stacks in the process.
 pub(crate) fn live_stacks() -> usize {
     LIVE_STACKS.load(Ordering::Relaxed)
 }
 
-/// One coroutine stack: a private anonymous mapping with a guard page below
-/// the usable range. Owns the mapping; dropping it unmaps.
+/// One coroutine stack: either a private anonymous mapping with a guard
+/// page below the usable range (dropping it unmaps), or a slot of a dense
+/// slab (dropping it returns the slot to its arena).
 pub(crate) struct StackMem {
-    /// Start of the mapping (the guard page).
+    /// Guarded: start of the mapping (the guard page). Dense: the bottom.
     base: NonNull<u8>,
-    /// Usable bytes above the guard page.
+    /// Usable bytes.
     size: usize,
+    /// The arena a dense slot belongs to; `None` for a guarded stack.
+    arena: Option<Arc<DenseArena>>,
 }
 
 // SAFETY: a StackMem is a uniquely owned region of memory; nothing in it is
@@ -117,7 +153,37 @@ impl StackMem {
             // SAFETY: mmap succeeded, so base is not null.
             base: unsafe { NonNull::new_unchecked(base.cast()) },
             size,
+            arena: None,
         })
+    }
+
+    /// Bytes below `bottom()` that belong to this stack's mapping (the guard
+    /// page), zero for a dense slot.
+    fn guard_bytes(&self) -> usize {
+        if self.arena.is_some() {
+            0
+        } else {
+            page_size()
+        }
+    }
+
+    /// Whether this is a dense (unguarded) slot.
+    pub(crate) fn is_dense(&self) -> bool {
+        self.arena.is_some()
+    }
+
+    /// Dense stacks: whether a task that just switched out with its stack
+    /// pointer at `sp` stayed inside its stack. Checks that `sp` lies above
+    /// the canary band and that the band still reads as zero.
+    pub(crate) fn dense_intact(&self, sp: usize) -> bool {
+        let bottom = self.bottom() as usize;
+        if sp < bottom + CANARY_BYTES || sp > self.top() as usize {
+            return false;
+        }
+        // SAFETY: bottom..bottom+CANARY_BYTES lies inside this slot, which
+        // this StackMem owns; volatile so the read is not elided.
+        (0..CANARY_BYTES / 8)
+            .all(|i| unsafe { std::ptr::read_volatile((self.bottom() as *const u64).add(i)) == 0 })
     }
 
     /// Usable bytes.
@@ -125,22 +191,22 @@ impl StackMem {
         self.size
     }
 
-    /// The guard page's address range `[lo, hi)`.
+    /// The guard page's address range `[lo, hi)`; empty for a dense slot.
     pub(crate) fn guard(&self) -> (usize, usize) {
         let lo = self.base.as_ptr() as usize;
-        (lo, lo + page_size())
+        (lo, lo + self.guard_bytes())
     }
 
     /// The highest address (exclusive): where the stack starts growing down.
     pub(crate) fn top(&self) -> *mut u8 {
-        // SAFETY: base + page + size is one past the end of the mapping.
-        unsafe { self.base.as_ptr().add(page_size() + self.size) }
+        // SAFETY: base + guard + size is one past the end of this stack.
+        unsafe { self.base.as_ptr().add(self.guard_bytes() + self.size) }
     }
 
     /// The lowest usable address.
     pub(crate) fn bottom(&self) -> *mut u8 {
-        // SAFETY: base + page is inside the mapping (the first usable byte).
-        unsafe { self.base.as_ptr().add(page_size()) }
+        // SAFETY: base + guard is the first usable byte of this stack.
+        unsafe { self.base.as_ptr().add(self.guard_bytes()) }
     }
 
     /// The `context` crate's view of this memory.
@@ -153,11 +219,130 @@ impl StackMem {
 
 impl Drop for StackMem {
     fn drop(&mut self) {
+        if let Some(arena) = self.arena.take() {
+            arena.free(self.base);
+            return;
+        }
         LIVE_STACKS.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: the mapping was made by `new` with exactly this length and
         // is owned by self; no coroutine runs on it once it is dropped (the
         // owner only drops a stack after its task finished).
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.size + page_size()) };
+    }
+}
+
+/// Dense stack slots of one size, carved from slabs that are never unmapped
+/// (freed slots are reused; their touched pages stay resident).
+pub(crate) struct DenseArena {
+    size: usize,
+    inner: Mutex<DenseInner>,
+}
+
+struct DenseInner {
+    /// Freed slots, ready for reuse.
+    free: Vec<NonNull<u8>>,
+    /// The slab being carved, and how far.
+    cursor: usize,
+    end: usize,
+    /// Every slab, for the arena's drop.
+    slabs: Vec<(usize, usize)>,
+    /// Slots handed out and not returned.
+    live: usize,
+}
+
+// SAFETY: the arena owns its slabs; the raw pointers are addresses of
+// memory it owns, handed out under its mutex.
+unsafe impl Send for DenseArena {}
+// SAFETY: all mutable state is behind the mutex.
+unsafe impl Sync for DenseArena {}
+
+impl DenseArena {
+    pub(crate) fn new(size: usize) -> Arc<DenseArena> {
+        Arc::new(DenseArena {
+            size,
+            inner: Mutex::new(DenseInner {
+                free: Vec::new(),
+                cursor: 0,
+                end: 0,
+                slabs: Vec::new(),
+                live: 0,
+            }),
+        })
+    }
+
+    /// The stack size this arena hands out.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Slots handed out and not returned.
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> usize {
+        self.inner.lock().live
+    }
+
+    /// A slot of `self.size` bytes.
+    pub(crate) fn alloc(self: &Arc<Self>) -> io::Result<StackMem> {
+        let mut g = self.inner.lock();
+        let base = match g.free.pop() {
+            Some(p) => p,
+            None => {
+                if g.cursor + self.size > g.end {
+                    let bytes = SLAB_BYTES.max(self.size);
+                    // SAFETY: a fresh anonymous mapping at an address of the
+                    // kernel's choosing; checked for failure.
+                    let m = unsafe {
+                        libc::mmap(
+                            std::ptr::null_mut(),
+                            bytes,
+                            libc::PROT_READ | libc::PROT_WRITE,
+                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                            -1,
+                            0,
+                        )
+                    };
+                    if m == libc::MAP_FAILED {
+                        return Err(io::Error::last_os_error());
+                    }
+                    // Huge pages would make one touched stack cost 2 MiB of
+                    // its neighbours' memory; failure here only costs memory.
+                    // SAFETY: advice on the mapping made just above.
+                    unsafe { libc::madvise(m, bytes, libc::MADV_NOHUGEPAGE) };
+                    g.slabs.push((m as usize, bytes));
+                    g.cursor = m as usize;
+                    g.end = m as usize + bytes;
+                }
+                let p = g.cursor;
+                g.cursor += self.size;
+                // SAFETY: p lies inside a slab that mmap returned: not null.
+                unsafe { NonNull::new_unchecked(p as *mut u8) }
+            }
+        };
+        g.live += 1;
+        LIVE_STACKS.fetch_add(1, Ordering::Relaxed);
+        Ok(StackMem {
+            base,
+            size: self.size,
+            arena: Some(self.clone()),
+        })
+    }
+
+    fn free(&self, base: NonNull<u8>) {
+        LIVE_STACKS.fetch_sub(1, Ordering::Relaxed);
+        let mut g = self.inner.lock();
+        g.live -= 1;
+        g.free.push(base);
+    }
+}
+
+impl Drop for DenseArena {
+    fn drop(&mut self) {
+        // Every slot holds an Arc to the arena, so none is in use now.
+        for &(base, len) in &self.inner.get_mut().slabs {
+            // SAFETY: each slab was mapped by `alloc` with exactly this
+            // length, and no slot of it is alive (see above).
+            unsafe { libc::munmap(base as *mut libc::c_void, len) };
+        }
     }
 }
 
@@ -235,6 +420,29 @@ mod tests {
             s.bottom().write(1);
             s.top().sub(1).write(2);
         }
+    }
+
+    #[test]
+    fn dense_slots_are_adjacent_and_reused() {
+        let size = round_to_pages(MIN_STACK_SIZE);
+        let arena = DenseArena::new(size);
+        let a = arena.alloc().unwrap();
+        let b = arena.alloc().unwrap();
+        assert_eq!(b.bottom() as usize, a.top() as usize, "carved back to back");
+        assert_eq!(a.guard().0, a.guard().1, "no guard page");
+        assert!(a.dense_intact(a.top() as usize - 256));
+        assert!(
+            !a.dense_intact(a.bottom() as usize + 8),
+            "sp inside the band"
+        );
+        let a_bottom = a.bottom();
+        drop(a);
+        assert_eq!(arena.live(), 1);
+        let c = arena.alloc().unwrap();
+        assert_eq!(c.bottom(), a_bottom, "freed slot reused");
+        // SAFETY: writes inside c's own slot, then checks the band.
+        unsafe { c.bottom().add(8).write(0xAB) };
+        assert!(!c.dense_intact(c.top() as usize - 256), "damaged band seen");
     }
 
     #[test]

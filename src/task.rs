@@ -11,7 +11,7 @@
 //! and it is created in exactly two places:
 //!
 //! 1. at spawn, for the new task;
-//! 2. by the one unparker that wins the `PARKED -> EMPTY` transition below,
+//! 2. by the one unparker that wins the `PARKED -> EMPTY` transition (see "Parking" below),
 //!    which re-materialises the reference the parked state kept.
 //!
 //! Queues carry `Runnable`s; a Processer that pops one owns the right until it
@@ -20,66 +20,26 @@
 //! the only one that can resume, and a thief can only take tokens that sit in
 //! a queue.
 //!
-//! # The park state machine (`TaskHeader::park`)
+//! # Parking
 //!
-//! One atomic byte, three states:
-//!
-//! | state      | meaning                                                        |
-//! |------------|----------------------------------------------------------------|
-//! | `EMPTY`    | running, queued, or switching out; no wake-up pending          |
-//! | `NOTIFIED` | an `unpark` arrived that no `park` has consumed yet            |
-//! | `PARKED`   | suspended; its context is saved; one `Arc` reference is leaked |
-//!
-//! Transitions, with the side that performs each:
-//!
-//! ```text
-//!  task, in park():          NOTIFIED -> EMPTY     consume the token, return at once
-//!  Processer, after switch:  EMPTY    -> PARKED    (Release) the context is saved; leak one ref
-//!  Processer, after switch:  NOTIFIED -> EMPTY     an unpark came while switching out: requeue
-//!  unpark():                 EMPTY    -> NOTIFIED  task running or still switching out
-//!  unpark():                 PARKED   -> EMPTY     (Acquire) the winner schedules the task
-//! ```
-//!
-//! The task never sets `PARKED` itself. If it did, an unparker on another
-//! thread could see `PARKED` and resume the coroutine before its registers had
-//! been saved by the switch; the Processer sets `PARKED` only after the
-//! switch has returned and the saved context is stored in the header. Both
-//! sides of that race:
-//!
-//! ```text
-//!  task T on Processer P                  unparker U on another thread
-//!  1. park(): state is EMPTY              1. unpark(): load EMPTY
-//!  2. switch out to P                     2. CAS EMPTY -> NOTIFIED succeeds
-//!  3. P: CAS EMPTY -> PARKED fails        3. done: the task is not ours to run
-//!  4. P: store EMPTY, requeue T
-//!  (T's park() returns: the token was consumed)
-//! ```
-//!
-//! ```text
-//!  task T on Processer P                  unparker U
-//!  1. park(): switch out to P
-//!  2. P: stores T's context (plain write)
-//!  3. P: CAS EMPTY -> PARKED (Release)    1. unpark(): CAS PARKED -> EMPTY (Acquire)
-//!                                         2. U now holds the execution right and sees
-//!                                            the context written in step 2
-//! ```
-//!
-//! Exactly one unparker can win `PARKED -> EMPTY`, so a task is never
-//! scheduled twice. A late `unpark` (say, from a timer that lost a race to
-//! another wake-up) leaves `NOTIFIED` behind, which makes the task's next
-//! `park` return at once: a spurious wake-up, which the API allows. Callers
-//! of `park` therefore always re-check their condition in a loop.
+//! The park state machine lives in [`ParkState`] (`park_state.rs`, where
+//! its transitions and races are written out and model-checked). This file
+//! adds ownership to it: when the Processer parks a task, the task's
+//! `Runnable` reference is leaked into the `PARKED` state, and the one
+//! unparker that wins `PARKED -> EMPTY` takes it back as a new `Runnable`.
+//! A parked task is therefore never freed, and never scheduled twice.
 
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use context::Context;
 
 use crate::join::TaskEntry;
 use crate::locals::LocalMap;
+use crate::park_state::{ParkOutcome, ParkState};
 use crate::scheduler::Shared;
 use crate::stack::StackMem;
 
@@ -111,11 +71,6 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// Park states; see the module docs for the transitions.
-pub(crate) const EMPTY: u8 = 0;
-pub(crate) const NOTIFIED: u8 = 1;
-pub(crate) const PARKED: u8 = 2;
-
 /// No home Processer yet.
 pub(crate) const NO_HOME: usize = usize::MAX;
 
@@ -140,8 +95,8 @@ pub(crate) struct TaskHeader {
     pub(crate) pin: Option<usize>,
     /// The scheduler the task belongs to.
     pub(crate) shared: Arc<Shared>,
-    /// The park state machine (see module docs).
-    pub(crate) park: AtomicU8,
+    /// The park state machine (see `park_state.rs`).
+    pub(crate) park: ParkState,
     /// Index of the Processer that last ran the task; a hint for routing
     /// wake-ups from other threads. Relaxed: any value is a valid hint.
     pub(crate) home: AtomicUsize,
@@ -175,7 +130,7 @@ impl TaskHeader {
             stack_size,
             pin,
             shared,
-            park: AtomicU8::new(EMPTY),
+            park: ParkState::new(),
             home: AtomicUsize::new(NO_HOME),
             run: UnsafeCell::new(RunState {
                 ctx: None,
@@ -219,90 +174,38 @@ impl Runnable {
         unsafe { &mut *self.0.run.get() }
     }
 
-    /// Called by the Processer after the task switched out to park: tries
-    /// `EMPTY -> PARKED`. On success the token is consumed (its reference is
-    /// leaked into the parked state) and `None` is returned; if an unpark
-    /// arrived meanwhile, the token is consumed and the task given back to be
-    /// requeued.
+    /// Called by the Processer after the task switched out to park and its
+    /// context was stored. If the task is now parked, the token's reference
+    /// is leaked into the parked state and `None` is returned; if an unpark
+    /// raced the switch-out, the task is given back to be requeued.
     pub(crate) fn park(self) -> Option<Runnable> {
-        let header = &self.0;
-        // Release: publishes the context the Processer just stored; pairs with
-        // the Acquire CAS in `unpark`.
-        match header
-            .park
-            .compare_exchange(EMPTY, PARKED, Ordering::Release, Ordering::Relaxed)
-        {
-            Ok(_) => {
-                // The parked state now owns this reference.
+        match self.0.park.try_park() {
+            ParkOutcome::Parked => {
+                // The parked state now owns this reference (see `unpark`).
                 let _ = ManuallyDrop::new(self);
                 None
             }
-            Err(NOTIFIED) => {
-                // Consume the token: park() returns to the task.
-                header.park.store(EMPTY, Ordering::Relaxed);
-                Some(self)
-            }
-            Err(s) => unreachable!("park state {s} while the task was switching out"),
+            ParkOutcome::Requeue => Some(self),
         }
     }
 }
 
-/// Wakes a task: the unpark side of the state machine. Returns the execution
-/// right when this call moved the task out of `PARKED`.
+/// Wakes a task. Returns the execution right when this call moved the task
+/// out of `PARKED`.
 pub(crate) fn unpark(header: &Arc<TaskHeader>) -> Option<Runnable> {
-    let mut s = header.park.load(Ordering::Relaxed);
-    loop {
-        match s {
-            NOTIFIED => return None,
-            EMPTY => match header.park.compare_exchange_weak(
-                EMPTY,
-                NOTIFIED,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return None,
-                Err(now) => s = now,
-            },
-            _ => match header.park.compare_exchange_weak(
-                PARKED,
-                EMPTY,
-                // Acquire: pairs with the Release in Runnable::park, so the
-                // saved context is visible to whoever resumes the task.
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    // SAFETY: the parked state leaked exactly one strong
-                    // reference (Runnable::park); winning PARKED -> EMPTY
-                    // transfers it to us. Only one CAS can win.
-                    let arc = unsafe { Arc::from_raw(Arc::as_ptr(header)) };
-                    return Some(Runnable(arc));
-                }
-                Err(now) => s = now,
-            },
-        }
+    if header.park.unpark() {
+        // SAFETY: Runnable::park leaked exactly one strong reference when the
+        // task entered PARKED, and only one unpark can win PARKED -> EMPTY;
+        // that winner (us) takes the reference back.
+        let arc = unsafe { Arc::from_raw(Arc::as_ptr(header)) };
+        Some(Runnable(arc))
+    } else {
+        None
     }
 }
 
-/// Consumes a pending token from inside the task: `NOTIFIED -> EMPTY`.
-/// Returns whether there was one.
+/// Consumes a pending token from inside the task. Returns whether there
+/// was one.
 pub(crate) fn take_token(header: &TaskHeader) -> bool {
-    // Acquire: whatever the unparker wrote before unpark() is visible after
-    // park() returns (same guarantee as std's thread parker).
-    header
-        .park
-        .compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
-        .is_ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn park_state_values_are_distinct() {
-        assert_ne!(EMPTY, NOTIFIED);
-        assert_ne!(NOTIFIED, PARKED);
-        assert_ne!(EMPTY, PARKED);
-    }
+    header.park.take_token()
 }
