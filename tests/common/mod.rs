@@ -1,0 +1,93 @@
+//! Helpers shared by the integration tests: deadlines and child processes.
+//!
+//! Each test file includes this module and uses only part of it.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// A generous bound for "this must happen": the tests run on a loaded
+/// 2-core machine, so anything that should take milliseconds gets seconds.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Spins (yielding the thread) until `cond` holds, failing the test with
+/// `what` after [`PATIENCE`]. For states that have no event to wait on
+/// (`JoinHandle::is_finished`, thread exit); never a replacement for a
+/// channel where one can be used.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    while !cond() {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "timed out after {PATIENCE:?} waiting until {what}"
+        );
+        // Poll quickly at first, then gently: the CPU is shared.
+        if spins < 1000 {
+            spins += 1;
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// The environment variable that tells a re-executed test binary which child
+/// scenario to run.
+pub const CHILD_ENV: &str = "GOFER_TEST_CHILD";
+
+/// Which child scenario this process runs, if it is a child.
+pub fn child_scenario() -> Option<String> {
+    std::env::var(CHILD_ENV).ok()
+}
+
+/// Re-runs this test binary as a child process that runs only `test` (even
+/// when it is ignored), with `CHILD_ENV=scenario` and the extra environment
+/// `env` (a `None` value removes the variable). Children check for markers
+/// they print, since a mistyped test name would run nothing and exit 0.
+pub fn run_child(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Output {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "--exact",
+        test,
+        "--nocapture",
+        "--test-threads=1",
+        "--include-ignored",
+    ])
+    .env(CHILD_ENV, scenario)
+    .env_remove("RUST_BACKTRACE")
+    .env_remove("GOFER_THREADS")
+    .env_remove("GOFER_MAX_THREADS");
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.output().expect("spawn the test binary as a child")
+}
+
+/// The child's stdout and stderr, for assertion messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The thread that runs the caller, read through a call the optimiser cannot
+/// fold into the caller: a task may resume on another thread after any
+/// switch, and an inlined thread-local read could be reused across it.
+#[inline(never)]
+pub fn thread_id() -> std::thread::ThreadId {
+    std::hint::black_box(std::thread::current().id())
+}
+
+/// The name of the thread that runs the caller (see [`thread_id`]).
+#[inline(never)]
+pub fn thread_name() -> String {
+    std::hint::black_box(std::thread::current().name().unwrap_or("").to_string())
+}

@@ -1,0 +1,135 @@
+//! Fairness on one Processer: a task that yields in a loop lets tasks pushed
+//! from other threads in (the new queue is looked at every 61 picks), and
+//! lets tasks already queued locally run.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use common::PATIENCE;
+use gofer::{go, Scheduler};
+
+fn one_thread(name: &str) -> Scheduler {
+    Scheduler::builder()
+        .min_threads(1)
+        .max_threads(1)
+        .name(name)
+        .build()
+        .expect("valid scheduler config")
+}
+
+/// The Processer looks at its new queue at least every 61 picks; allow a
+/// wide margin for the picks between the push and our reading of the count.
+const YIELD_BOUND: u64 = 500;
+
+#[test]
+fn yield_loop_lets_a_task_spawned_from_outside_run_within_a_bounded_number_of_yields() {
+    let s = one_thread("fair-new");
+    let mut worst = 0;
+    for round in 0..20 {
+        let flag = Arc::new(AtomicBool::new(false));
+        let count = Arc::new(AtomicU64::new(0));
+        let (started_tx, started_rx) = mpsc::channel();
+        let (f, c) = (flag.clone(), count.clone());
+        let yielder = s.spawn(move || {
+            started_tx.send(()).expect("receiver alive");
+            while !f.load(Ordering::Acquire) {
+                c.fetch_add(1, Ordering::Relaxed);
+                gofer::yield_now();
+            }
+        });
+        started_rx
+            .recv_timeout(PATIENCE)
+            .expect("the yielder started");
+        // Spawn from this (outside) thread: the task goes to the new queue
+        // of the only Processer, which is busy with the yielder.
+        let (ran_tx, ran_rx) = mpsc::channel();
+        let (f, c) = (flag.clone(), count.clone());
+        s.spawn(move || {
+            let at_run = c.load(Ordering::Relaxed);
+            f.store(true, Ordering::Release);
+            ran_tx.send(at_run).expect("receiver alive");
+        });
+        // Read after the push: any delay of this thread only makes the
+        // difference smaller, never flaky.
+        let after_push = count.load(Ordering::Relaxed);
+        let at_run = ran_rx
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|_| panic!("round {round}: the outside task was starved"));
+        let yields = at_run.saturating_sub(after_push);
+        worst = worst.max(yields);
+        assert!(
+            yields < YIELD_BOUND,
+            "round {round}: {yields} yields passed before the outside task ran"
+        );
+        yielder.join().expect("yielder returned");
+    }
+    eprintln!("worst yields before an outside task ran: {worst}");
+    s.shutdown();
+}
+
+#[test]
+fn yield_loop_does_not_starve_tasks_queued_locally() {
+    let s = one_thread("fair-local");
+    let yields = s
+        .spawn(|| {
+            let ran = Arc::new(AtomicUsize::new(0));
+            const KIDS: usize = 100;
+            // Spawned from inside: they go to this Processer's runnable queue.
+            for _ in 0..KIDS {
+                let ran = ran.clone();
+                go!(move || {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+            let mut yields = 0;
+            while ran.load(Ordering::SeqCst) < KIDS {
+                gofer::yield_now();
+                yields += 1;
+                // Each yield must let at least one queued task run.
+                assert!(yields <= KIDS, "{yields} yields and only {ran:?} ran");
+            }
+            yields
+        })
+        .join()
+        .expect("the yielder returned");
+    eprintln!("yields until 100 local tasks ran: {yields}");
+    s.shutdown();
+}
+
+#[test]
+fn two_yielding_tasks_on_one_thread_take_turns() {
+    let s = one_thread("fair-turns");
+    let log = Arc::new(Mutex::new(Vec::with_capacity(4000)));
+    let l = log.clone();
+    s.spawn(move || {
+        // Both start from the local queue, one after the other.
+        let kids: Vec<_> = (0..2u8)
+            .map(|me| {
+                let l = l.clone();
+                go!(move || {
+                    for _ in 0..1000 {
+                        // The guard is dropped before the switch.
+                        l.lock().expect("not poisoned").push(me);
+                        gofer::yield_now();
+                    }
+                })
+            })
+            .collect();
+        for k in kids {
+            k.join().expect("returned");
+        }
+    })
+    .join()
+    .expect("returned");
+    let log = log.lock().expect("not poisoned");
+    assert_eq!(log.len(), 2000);
+    let longest = log
+        .chunk_by(|a, b| a == b)
+        .map(<[u8]>::len)
+        .max()
+        .expect("non-empty");
+    assert!(longest <= 2, "one task ran {longest} times in a row");
+    s.shutdown();
+}

@@ -1,0 +1,170 @@
+//! Work stealing: tasks queued on a busy Processer are taken by an idle one.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use common::{thread_id, PATIENCE};
+use gofer::{go, Builder, Scheduler};
+
+#[test]
+fn tasks_spawned_on_a_busy_processer_are_stolen_by_an_idle_one() {
+    let s = Scheduler::builder()
+        .min_threads(2)
+        .max_threads(2)
+        .name("steal")
+        .build()
+        .expect("valid scheduler config");
+    const N: usize = 64;
+    let (stolen, total) = Builder::new()
+        .scheduler(&s)
+        .pin(0)
+        .spawn(|| {
+            let home = thread_id();
+            let elsewhere = Arc::new(AtomicBool::new(false));
+            // Spawned from inside: all go to Processer 0's runnable queue.
+            let kids: Vec<_> = (0..N)
+                .map(|_| {
+                    let elsewhere = elsewhere.clone();
+                    go!(move || {
+                        let t = thread_id();
+                        if t != home {
+                            elsewhere.store(true, Ordering::Release);
+                        }
+                        for _ in 0..3 {
+                            gofer::yield_now();
+                        }
+                        t
+                    })
+                })
+                .collect();
+            // Hold Processer 0 without switching: only a thief can run the
+            // children until one of them reports from the other thread.
+            let start = Instant::now();
+            while !elsewhere.load(Ordering::Acquire) {
+                assert!(
+                    start.elapsed() < PATIENCE,
+                    "no child was stolen by the idle Processer within {PATIENCE:?}"
+                );
+                std::hint::spin_loop();
+            }
+            let ran: Vec<_> = kids
+                .into_iter()
+                .map(|k| k.join().expect("child returned"))
+                .collect();
+            (ran.iter().filter(|t| **t != home).count(), ran.len())
+        })
+        .expect("pin(0) is valid")
+        .join()
+        .expect("the parent returned");
+    assert_eq!(total, N);
+    assert!(stolen >= 1, "no child ran on the other Processer");
+    s.shutdown();
+}
+
+#[test]
+fn tasks_woken_from_outside_towards_a_busy_processer_are_taken_by_an_idle_one() {
+    let s = Scheduler::builder()
+        .min_threads(2)
+        .max_threads(2)
+        .name("stealnew")
+        .build()
+        .expect("valid scheduler config");
+    const N: usize = 50;
+    let p1_busy = Arc::new(AtomicBool::new(true));
+    let p0_busy = Arc::new(AtomicBool::new(true));
+    let (tx, rx) = mpsc::channel();
+
+    // 1. Occupy Processer 1 so that the sleepers below all run (and park)
+    //    on Processer 0, which becomes their home.
+    let b1 = p1_busy.clone();
+    let t1 = tx.clone();
+    let spinner1 = Builder::new()
+        .scheduler(&s)
+        .pin(1)
+        .spawn(move || {
+            t1.send(Msg::Started(thread_id())).expect("receiver alive");
+            while b1.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+        })
+        .expect("spawned");
+    let Msg::Started(p1) = rx.recv_timeout(PATIENCE).expect("spinner 1 started") else {
+        unreachable!()
+    };
+    let woken = Arc::new(AtomicUsize::new(0));
+    let released = Arc::new(AtomicBool::new(false));
+    let sleepers: Vec<_> = (0..N)
+        .map(|_| {
+            let tx = tx.clone();
+            let woken = woken.clone();
+            let released = released.clone();
+            s.spawn(move || {
+                tx.send(Msg::Parked(gofer::current(), thread_id()))
+                    .expect("receiver alive");
+                while !released.load(Ordering::Acquire) {
+                    gofer::park();
+                }
+                let t = thread_id();
+                woken.fetch_add(1, Ordering::AcqRel);
+                t
+            })
+        })
+        .collect();
+    let mut parked = Vec::new();
+    for _ in 0..N {
+        match rx.recv_timeout(PATIENCE).expect("a sleeper started") {
+            Msg::Parked(task, t) => {
+                assert_ne!(t, p1, "Processer 1 was busy");
+                parked.push(task);
+            }
+            Msg::Started(_) => unreachable!(),
+        }
+    }
+    // 2. Now occupy Processer 0 (until every sleeper was woken) and free 1.
+    let b0 = p0_busy.clone();
+    let w = woken.clone();
+    let t0 = tx.clone();
+    let spinner0 = Builder::new()
+        .scheduler(&s)
+        .pin(0)
+        .spawn(move || {
+            t0.send(Msg::Started(thread_id())).expect("receiver alive");
+            let start = Instant::now();
+            while w.load(Ordering::Acquire) < N && b0.load(Ordering::Acquire) {
+                assert!(
+                    start.elapsed() < PATIENCE,
+                    "the woken tasks were not stolen"
+                );
+                std::hint::spin_loop();
+            }
+        })
+        .expect("spawned");
+    let Msg::Started(p0) = rx.recv_timeout(PATIENCE).expect("spinner 0 started") else {
+        unreachable!()
+    };
+    p1_busy.store(false, Ordering::Release);
+    spinner1.join().expect("spinner 1 returned");
+    // 3. Wake the sleepers from this thread: they are routed to their home,
+    //    the busy Processer 0, and only the idle Processer 1 can run them.
+    // (Every sleeper has parked: Processer 0, their only thread, is busy.)
+    released.store(true, Ordering::Release);
+    for t in &parked {
+        t.unpark();
+    }
+    for h in sleepers {
+        let t = h.join().expect("sleeper returned");
+        assert_eq!(t, p1, "a woken task ran on the busy Processer");
+    }
+    assert_ne!(p0, p1);
+    p0_busy.store(false, Ordering::Release);
+    spinner0.join().expect("spinner 0 returned");
+    s.shutdown();
+}
+
+enum Msg {
+    Started(std::thread::ThreadId),
+    Parked(gofer::Task, std::thread::ThreadId),
+}
