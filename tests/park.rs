@@ -192,7 +192,6 @@ fn ping_pong(s: &Scheduler, rounds: u64, pins: Option<[usize; 2]>) {
 }
 
 #[test]
-#[ignore = "core bug: lost wake-up, ParkState::unpark returns on a stale NOTIFIED without a Release RMW (src/park_state.rs)"]
 fn park_unpark_ping_pong_200k_without_lost_wakeups() {
     let s = sched("pk-pp", 2);
     ping_pong(&s, 200_000, None);
@@ -200,7 +199,6 @@ fn park_unpark_ping_pong_200k_without_lost_wakeups() {
 }
 
 #[test]
-#[ignore = "core bug: lost wake-up, ParkState::unpark returns on a stale NOTIFIED without a Release RMW (src/park_state.rs)"]
 fn park_unpark_ping_pong_across_two_pinned_processers() {
     // Every hand-off crosses threads and usually wakes a sleeping Processer.
     let s = sched("pk-ppx", 2);

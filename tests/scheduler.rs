@@ -447,7 +447,6 @@ fn an_idle_scheduler_with_a_parked_task_uses_no_cpu() {
 }
 
 #[test]
-#[ignore = "core bug: a detached scheduler's Dispatcher busy-loops while its tasks are parked (src/dispatcher.rs deep_sleep)"]
 fn a_detached_scheduler_with_a_parked_task_uses_no_cpu() {
     let s = sched("dspin", 2);
     let t = park_one(&s);

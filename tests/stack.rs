@@ -170,7 +170,6 @@ fn a_segfault_outside_a_guard_page_is_not_reported_as_overflow() {
 const SMALL_PANIC_TEST: &str = "a_panic_with_backtrace_in_a_minimum_size_stack_is_caught";
 
 #[test]
-#[ignore = "core bug: panicking with RUST_BACKTRACE=1 overflows a MIN_STACK_SIZE (16 KiB) stack and aborts the process"]
 fn a_panic_with_backtrace_in_a_minimum_size_stack_is_caught() {
     if child_scenario().as_deref() == Some("small-panic") {
         let s = Scheduler::builder()
