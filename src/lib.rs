@@ -96,7 +96,7 @@ pub use scheduler::{
     Scheduler, SchedulerBuilder, DEFAULT_BLOCK_TIMEOUT, DEFAULT_DISPATCH_INTERVAL,
     DEFAULT_IDLE_THREAD_TIMEOUT, DEFAULT_MAX_THREADS,
 };
-pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
+pub use stack::{DEFAULT_STACK_CACHE, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use stats::{ProcesserStats, Stats};
 pub use task::TaskId;
 pub use timer::{sleep, sleep_until};
