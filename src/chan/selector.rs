@@ -156,7 +156,7 @@ impl<T> SelectArm for RecvArm<'_, T> {
     }
 
     /// # Safety
-    /// The contract of [`Selector::register`].
+    /// The contract of [`SelectArm::register`].
     unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool {
         let mut st = self.rx.chan.lock();
         if st.recv_ready(waiter) {
@@ -231,7 +231,7 @@ impl<T> SelectArm for SendArm<'_, T> {
     }
 
     /// # Safety
-    /// The contract of [`Selector::register`].
+    /// The contract of [`SelectArm::register`].
     unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool {
         let chan = &self.tx.chan;
         let mut st = chan.lock();
