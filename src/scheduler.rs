@@ -565,8 +565,16 @@ impl Shared {
                 Ok(())
             }
             Err(e) => {
-                self.threads.fetch_sub(1, Ordering::SeqCst);
+                // The Processer was visible (registered) before its thread
+                // failed to start: retire it like a leaving one, so that
+                // anything pushed to it meanwhile is re-routed (see push_to).
+                p.retired.store(true, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
                 self.unregister(&p);
+                self.threads.fetch_sub(1, Ordering::SeqCst);
+                for t in processer::drain_retired(&p) {
+                    self.push_remote(t);
+                }
                 Err(e)
             }
         }
