@@ -59,6 +59,8 @@ const TABLE_LEN: usize = 64;
 const STALL: Duration = Duration::from_secs(5);
 /// How long in-flight rounds may take to drain after the run's time is up.
 const DRAIN_GRACE: Duration = Duration::from_secs(30);
+/// Least stack of a pipeline's controller task and of the samplers.
+const CONTROLLER_STACK: usize = 64 * 1024;
 /// Pause between two latency samples.
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 
@@ -111,8 +113,9 @@ struct Args {
     #[arg(long, default_value_t = 0.05, value_parser = parse_fraction)]
     sleep_fraction: f64,
 
-    /// Stack size of every task, in bytes or with a K or M suffix
-    /// (16K to 1024M).
+    /// Stack size of the pipelines' tasks, in bytes or with a K or M suffix
+    /// (16K to 1024M); the controllers get at least 64K. 16K is enough in a
+    /// release build; a debug build needs about 32K.
     #[arg(long, default_value = "64K", value_parser = parse_size)]
     stack_size: usize,
 
@@ -669,9 +672,14 @@ fn main() -> ExitCode {
         eprintln!("error: cannot spawn the {what} task: {e}");
         ExitCode::from(1)
     };
+    // Controllers and samplers are few and do the most (spawning, joining,
+    // formatting): give them at least CONTROLLER_STACK, whatever
+    // --stack-size says.
+    let controller_stack = args.stack_size.max(CONTROLLER_STACK);
     let (ltx, lrx) = bounded::<Instant>(0);
     let receiver = match gofer::Builder::new()
         .name("latency-rx")
+        .stack_size(controller_stack)
         .scheduler(&sched)
         .spawn(move || sample_receiver(lrx))
     {
@@ -683,6 +691,7 @@ fn main() -> ExitCode {
         let w = world.clone();
         match gofer::Builder::new()
             .name("latency-tx")
+            .stack_size(controller_stack)
             .scheduler(&sched)
             .spawn(move || sampler(&w, ltx))
         {
@@ -696,6 +705,7 @@ fn main() -> ExitCode {
         let w = world.clone();
         match gofer::Builder::new()
             .name(format!("pipeline-{p}"))
+            .stack_size(controller_stack)
             .scheduler(&sched)
             .spawn(move || controller(w, p))
         {

@@ -128,8 +128,9 @@ fn dense_stacks_run_balances_its_books() {
         "--tasks",
         "900",
         "--dense",
+        // Small stacks; 16K would do in release, a debug build needs more.
         "--stack-size",
-        "16K",
+        "32K",
         "--items-per-round",
         "8",
     ]);
