@@ -48,6 +48,8 @@ struct Parked {
     n: usize,
     rss_base: usize,
     rss_parked: usize,
+    /// The spawn calls alone.
+    spawn: Duration,
     spawn_park: Duration,
     wake_join: Duration,
 }
@@ -58,6 +60,7 @@ impl Parked {
             ("n", self.n.to_string()),
             ("rss_base", self.rss_base.to_string()),
             ("rss_parked", self.rss_parked.to_string()),
+            ("spawn_ns", self.spawn.as_nanos().to_string()),
             ("spawn_park_ns", self.spawn_park.as_nanos().to_string()),
             ("wake_join_ns", self.wake_join.as_nanos().to_string()),
         ];
@@ -127,6 +130,7 @@ fn gofer_parked(n: usize, dense: bool) -> Parked {
             })
         })
         .collect();
+    let spawn = t0.elapsed();
     wait_until("every task is parked", || {
         parked.load(Ordering::Relaxed) == n && gofer_idle(&sched)
     });
@@ -145,6 +149,7 @@ fn gofer_parked(n: usize, dense: bool) -> Parked {
         n,
         rss_base,
         rss_parked,
+        spawn,
         spawn_park,
         wake_join,
     }
@@ -171,6 +176,7 @@ fn may_parked(n: usize) -> Parked {
             })
         })
         .collect();
+    let spawn = t0.elapsed();
     wait_until("every coroutine is parked", || {
         parked.load(Ordering::Relaxed) == n
     });
@@ -190,6 +196,7 @@ fn may_parked(n: usize) -> Parked {
         n,
         rss_base,
         rss_parked,
+        spawn,
         spawn_park,
         wake_join,
     }
@@ -214,7 +221,9 @@ fn guarded_ceiling() {
         .unwrap();
     let (tx, rx) = gofer::chan::unbounded::<u32>();
     let parked = Arc::new(AtomicUsize::new(0));
-    let mut joins = Vec::new();
+    // Allocated up front: once the mappings run out, malloc cannot map a
+    // larger buffer either.
+    let mut joins = Vec::with_capacity(max_maps);
     let err = loop {
         assert!(
             joins.len() < max_maps,
@@ -224,7 +233,7 @@ fn guarded_ceiling() {
         let (rx, p) = (rx.clone(), parked.clone());
         let spawned = gofer::Builder::new().scheduler(&sched).spawn(move || {
             p.fetch_add(1, Ordering::Relaxed);
-            rx.recv().is_err()
+            rx.recv().is_ok()
         });
         match spawned {
             Ok(h) => joins.push(h),
@@ -241,7 +250,17 @@ fn guarded_ceiling() {
     };
     let exhausted = matches!(err, gofer::SpawnError::StackExhausted { .. });
     let live = sched.stats().live_stacks;
-    drop(tx); // every recv() now returns Err
+    let n = joins.len();
+    wait_until("every admitted task has started", || {
+        parked.load(Ordering::Relaxed) + sched.stats().completed as usize >= n
+    });
+    // Wake them one value each: dropping the sender instead would make the
+    // channel gather every waiter into one buffer, and with no mapping left
+    // malloc cannot provide a buffer that large.
+    for i in 0..parked.load(Ordering::Relaxed) {
+        tx.send(i as u32).unwrap();
+    }
+    drop(tx);
     let (mut ran, mut starved) = (0usize, 0usize);
     for h in joins.drain(..) {
         match h.join() {
@@ -373,13 +392,14 @@ fn main() {
         );
         json_rows.push(format!(
             "    {}: {{\"label\": {}, \"n\": {}, \"rss_base_bytes\": {}, \"rss_parked_bytes\": {}, \
-             \"rss_per_task_bytes\": {:.1}, \"spawn_park_ns\": {}, \"wake_join_ns\": {}}}",
+             \"rss_per_task_bytes\": {:.1}, \"spawn_ns\": {}, \"spawn_park_ns\": {}, \"wake_join_ns\": {}}}",
             summary::string(c.key),
             summary::string(c.label),
             c.n,
             r["rss_base"],
             r["rss_parked"],
             per_task,
+            r["spawn_ns"],
             r["spawn_park_ns"],
             r["wake_join_ns"],
         ));
