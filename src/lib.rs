@@ -30,19 +30,32 @@
 //!
 //! See `ARCHITECTURE.md` for the design.
 //!
-//! # Thread-local storage is a hazard
+//! # Thread-local storage and migration: a soundness caveat
 //!
 //! A task can resume on a different thread after any switch (yield, park,
-//! sleep, lock, receive). A `thread_local!` value read before the switch and
-//! after it may belong to two different threads, and a pointer to one kept
-//! across a switch may point into another thread's storage. Inside tasks:
+//! sleep, lock, receive, join). The compiler cannot see that. `spawn` and
+//! [`go!`] are safe functions and require `Send + 'static` closures, but
+//! safe code *inside* a task can still do what is only sound on one thread:
 //!
-//! - use [`coroutine_local!`] for per-task state, or
-//! - pin the task to one Processer with [`Builder::pin`] when it must stay on
-//!   one thread (for example to use a library that keeps thread-local state),
-//! - and do not hold a `std::sync::MutexGuard` (or any guard tied to the OS
-//!   thread) across a switch; use [`sync`] primitives instead.
+//! - hold a reference obtained from a `thread_local!` across a switch: after
+//!   the task moved, it points into another thread's storage, which is freed
+//!   if that thread exits (an extra Processer retiring);
+//! - keep a thread-bound value (`Rc` shared with other code on that thread,
+//!   a `std::sync::MutexGuard`, anything tied to the OS thread) across a
+//!   switch and use it on the new thread.
 //!
+//! Either is undefined behaviour, and gofer cannot detect it. This is the
+//! known limit of every work-stealing runtime for stackful coroutines (may
+//! marks its `spawn` unsafe for it); gofer's own code never does either.
+//! Inside tasks:
+//!
+//! - use [`coroutine_local!`] for per-task state instead of `thread_local!`,
+//! - pin the task to one Processer with [`Builder::pin`] when it must stay
+//!   on one thread (for example to use a library that keeps thread-local
+//!   state): a pinned task never migrates,
+//! - use [`sync`] primitives, not guards tied to the OS thread, across
+//!   switches.
+
 //! # Blocking calls
 //!
 //! A task that calls a blocking function (a plain `std::thread::sleep`, a
@@ -83,7 +96,7 @@ pub use scheduler::{
     Scheduler, SchedulerBuilder, DEFAULT_BLOCK_TIMEOUT, DEFAULT_DISPATCH_INTERVAL,
     DEFAULT_IDLE_THREAD_TIMEOUT, DEFAULT_MAX_THREADS,
 };
-pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
+pub use stack::{DEFAULT_STACK_CACHE, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use stats::{ProcesserStats, Stats};
 pub use task::TaskId;
 pub use timer::{sleep, sleep_until};

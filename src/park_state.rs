@@ -204,12 +204,16 @@ mod loom_models {
                 thread::spawn(move || {
                     if st.unpark() {
                         // We won: resume the task, which reads its context.
+                        // SAFETY: a plain read of the modelled context; loom
+                        // reports it if it races the write.
                         ctx.with(|c| assert_eq!(unsafe { *c }, 42));
                     }
                 })
             };
             if !st.take_token() {
                 // Switched out: the Processer stores the context, then parks.
+                // SAFETY: a plain write of the modelled context; loom
+                // reports it if it races the read.
                 ctx.with_mut(|c| unsafe { *c = 42 });
                 let _ = st.try_park();
             }

@@ -454,8 +454,10 @@ impl ProcLocal {
             return;
         }
         let mut pool = self.pool.borrow_mut();
+        let mut released = false;
         for mut t in batch {
             if let Some(s) = t.run().stack.take() {
+                released = true;
                 if s.size() == pool.size() {
                     if let Err(s) = pool.push(s) {
                         // Local pool full: hand half of it to the shared one.
@@ -471,7 +473,11 @@ impl ProcLocal {
             contain("a finished task", || drop(t));
         }
         drop(pool);
-        self.sched.stack_released();
+        if released {
+            // Only a stack actually given back makes spawning possible again
+            // (a task that failed to get one must not clear the record).
+            self.sched.stack_released();
+        }
     }
 
     fn alloc_stack(&self, size: usize) -> std::io::Result<StackMem> {

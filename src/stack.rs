@@ -60,8 +60,9 @@ pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 /// Stacks a Processer keeps for reuse before it hands a batch to the
 /// scheduler-wide pool.
 pub(crate) const LOCAL_POOL_MAX: usize = 64;
-/// Stacks the scheduler-wide pool keeps before it unmaps.
-pub(crate) const SHARED_POOL_MAX: usize = 1024;
+/// Default number of finished stacks a scheduler keeps for reuse
+/// (`SchedulerBuilder::stack_cache`).
+pub const DEFAULT_STACK_CACHE: usize = 8192;
 
 /// The size of a memory page, read once.
 pub(crate) fn page_size() -> usize {

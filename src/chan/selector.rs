@@ -155,6 +155,8 @@ impl<T> SelectArm for RecvArm<'_, T> {
         true
     }
 
+    /// # Safety
+    /// The contract of [`SelectArm::register`].
     unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool {
         let mut st = self.rx.chan.lock();
         if st.recv_ready(waiter) {
@@ -228,6 +230,8 @@ impl<T> SelectArm for SendArm<'_, T> {
         true
     }
 
+    /// # Safety
+    /// The contract of [`SelectArm::register`].
     unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool {
         let chan = &self.tx.chan;
         let mut st = chan.lock();
