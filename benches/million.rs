@@ -214,6 +214,18 @@ fn guarded_ceiling() {
         println!("RESULT\tskipped\tvm.max_map_count is {max_maps}: the ceiling is too far away");
         return;
     }
+    // Once the mappings run out, the heap cannot grow either: `brk`, a new
+    // malloc arena and a large (`mmap`ed) block all need one. So: one arena,
+    // growing in 256 MiB steps (untouched, so not resident), never trimmed,
+    // and no `mmap` below 32 MiB. Set before any other thread starts.
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only tunes the allocator; no other thread runs yet.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+    }
     let sched = gofer::Scheduler::builder()
         .min_threads(2)
         .max_threads(2)
@@ -221,8 +233,6 @@ fn guarded_ceiling() {
         .unwrap();
     let (tx, rx) = gofer::chan::unbounded::<u32>();
     let parked = Arc::new(AtomicUsize::new(0));
-    // Allocated up front: once the mappings run out, malloc cannot map a
-    // larger buffer either.
     let mut joins = Vec::with_capacity(max_maps);
     let err = loop {
         assert!(
@@ -254,9 +264,8 @@ fn guarded_ceiling() {
     wait_until("every admitted task has started", || {
         parked.load(Ordering::Relaxed) + sched.stats().completed as usize >= n
     });
-    // Wake them one value each: dropping the sender instead would make the
-    // channel gather every waiter into one buffer, and with no mapping left
-    // malloc cannot provide a buffer that large.
+    // Wake them one value each (dropping the sender would gather every
+    // waiter into one large buffer).
     for i in 0..parked.load(Ordering::Relaxed) {
         tx.send(i as u32).unwrap();
     }
