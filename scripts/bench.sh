@@ -30,9 +30,10 @@ cargo bench --no-run
 } >"$env_file"
 echo "== load average before: $(load)"
 
+failed=()
 for b in "${benches[@]}"; do
     echo "== cargo bench --bench $b"
-    cargo bench --bench "$b"
+    cargo bench --bench "$b" || failed+=("$b")
 done
 
 {
@@ -42,3 +43,8 @@ done
 echo "== load average after: $(load)"
 
 python3 scripts/plot.py
+
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "== failed: ${failed[*]}" >&2
+    exit 1
+fi

@@ -331,6 +331,8 @@ def svg_chart(s):
     log = hi_v / lo_v > 20
     if log:
         lo_e, hi_e = math.floor(math.log10(lo_v)), math.ceil(math.log10(hi_v))
+        if lo_v < 2 * 10 ** lo_e:  # keep the shortest bar visible
+            lo_e -= 1
         if hi_e == lo_e:
             hi_e += 1
         ticks = [10 ** e for e in range(lo_e, hi_e + 1)]
@@ -421,7 +423,8 @@ def svg_chart(s):
             o.append(f'<line x1="{x1:.1f}" y1="{mid}" x2="{x2:.1f}" y2="{mid}" stroke="#222" stroke-width="1.5"/>')
             o.append(f'<line x1="{x2:.1f}" y1="{by + 2}" x2="{x2:.1f}" y2="{by + bh - 2}" stroke="#222" stroke-width="1.5"/>')
             end = x2
-        o.append(f'<text x="{end + 5:.1f}" y="{by + bh - 3}" fill="#222">'
+        o.append(f'<text x="{end + 5:.1f}" y="{by + bh - 3}" fill="#222" stroke="white" '
+                 f'stroke-width="3" paint-order="stroke">'
                  f'{esc(fmt_value(b["value"], s, b["high"]))}</text>')
     o.append("</svg>")
     return "\n".join(o) + "\n"
