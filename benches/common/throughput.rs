@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput};
 
 /// Tasks yielding at once.
 pub const TASKS: usize = 1000;
@@ -19,12 +19,15 @@ pub fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
-        .sample_size(10)
+        .sample_size(20)
 }
 
-/// One iteration is one yield by each task.
+/// One iteration is one yield by each task. Every sample runs the same
+/// number of iterations (flat sampling), so the spawns and joins of a batch
+/// weigh the same in each, and the median is not skewed by short samples.
 pub fn setup(g: &mut BenchmarkGroup<'_, WallTime>) {
     g.throughput(Throughput::Elements(TASKS as u64));
+    g.sampling_mode(SamplingMode::Flat);
 }
 
 /// may with `workers` workers; must be the first use of may in the process.
