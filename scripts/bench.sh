@@ -23,6 +23,11 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 # a bench measures.
 cargo bench --no-run
 
+# A partial run keeps the previous run's record, since the figures of the
+# benches it skips come from there.
+if [ -f "$env_file" ] && [ "${benches[*]}" != "${all[*]}" ]; then
+    mv "$env_file" "$target/gofer-bench/run-previous.env"
+fi
 {
     echo "started=$(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "load_before=$(load)"
