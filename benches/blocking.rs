@@ -13,11 +13,15 @@
 //! while a scheduler that has run tasks sits idle (Dispatcher and idle
 //! Processers included).
 //!
-//! Run: `cargo bench --bench blocking`.
+//! Run: `cargo bench --bench blocking`. Besides the printed table it writes
+//! `target/gofer-bench/blocking.json` for `scripts/plot.py`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
+
+#[path = "common/summary.rs"]
+mod summary;
 
 const ROUNDS: usize = 100;
 const BLOCK: Duration = Duration::from_millis(20);
@@ -40,16 +44,23 @@ fn block(how: How) {
     }
 }
 
-fn report(name: &str, mut lat: Vec<Duration>) {
+/// Prints one line and returns it as a JSON member `"key": {...}`.
+fn report(key: &str, name: &str, mut lat: Vec<Duration>) -> String {
     lat.sort();
     let pick = |q: f64| lat[((lat.len() as f64 - 1.0) * q).round() as usize];
+    let (p50, p99, max) = (pick(0.5), pick(0.99), lat[lat.len() - 1]);
     println!(
-        "{name:<28} p50 {:>10.3?}  p99 {:>10.3?}  max {:>10.3?}  (n={})",
-        pick(0.5),
-        pick(0.99),
-        lat[lat.len() - 1],
+        "{name:<28} p50 {p50:>10.3?}  p99 {p99:>10.3?}  max {max:>10.3?}  (n={})",
         lat.len()
     );
+    format!(
+        "    {}: {{\"p50_ns\": {}, \"p99_ns\": {}, \"max_ns\": {}, \"n\": {}}}",
+        summary::string(key),
+        p50.as_nanos(),
+        p99.as_nanos(),
+        max.as_nanos(),
+        lat.len()
+    )
 }
 
 fn gofer_rescue(how: How) -> Vec<Duration> {
@@ -140,7 +151,8 @@ fn process_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-fn idle_cpu() {
+/// Returns the share of one core used, in percent.
+fn idle_cpu() -> f64 {
     let sched = gofer::Scheduler::builder().min_threads(2).build().unwrap();
     let hs: Vec<_> = (0..1000).map(|_| sched.spawn(gofer::yield_now)).collect();
     for h in hs {
@@ -159,6 +171,7 @@ fn idle_cpu() {
         c1 - c0
     );
     sched.shutdown();
+    pct
 }
 
 fn main() {
@@ -166,11 +179,29 @@ fn main() {
         return; // `cargo test --benches` asks for a list; nothing to list
     }
     // First, before any peer runtime starts threads of its own.
-    idle_cpu();
+    let idle = idle_cpu();
     may::config().set_workers(2);
     println!("rescue latency, {ROUNDS} rounds, 20 ms blocks, 2 workers:");
-    report("gofer kernel-blocked", gofer_rescue(How::Kernel));
-    report("gofer cpu-bound (10ms tmo)", gofer_rescue(How::Cpu));
-    report("may kernel-blocked", may_rescue(How::Kernel));
-    report("may cpu-bound", may_rescue(How::Cpu));
+    let rows = [
+        report(
+            "gofer_kernel",
+            "gofer kernel-blocked",
+            gofer_rescue(How::Kernel),
+        ),
+        report(
+            "gofer_cpu",
+            "gofer cpu-bound (10ms tmo)",
+            gofer_rescue(How::Cpu),
+        ),
+        report("may_kernel", "may kernel-blocked", may_rescue(How::Kernel)),
+        report("may_cpu", "may cpu-bound", may_rescue(How::Cpu)),
+    ];
+    summary::write(
+        "blocking",
+        &format!(
+            "{{\n  \"idle_cpu_percent\": {idle:.4},\n  \"block_ms\": {},\n  \"rescue\": {{\n{}\n  }}\n}}\n",
+            BLOCK.as_millis(),
+            rows.join(",\n")
+        ),
+    );
 }
