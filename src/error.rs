@@ -86,8 +86,11 @@ pub enum SpawnError {
     /// The operating system refused memory for another coroutine stack.
     ///
     /// With guarded stacks every stack costs two memory mappings, so the
-    /// kernel's `vm.max_map_count` caps the number of live tasks (about
-    /// 32,000 at the usual 65,530). Finish or free tasks, or raise the limit.
+    /// kernel's `vm.max_map_count` caps the number of live tasks. gofer stops
+    /// at `(vm.max_map_count - 4096) / 2` guarded stacks (30,717 at the usual
+    /// 65,530), leaving mappings for the rest of the process: past the
+    /// kernel's limit any allocation could fail and abort. Finish or free
+    /// tasks, raise the limit, or use dense stacks.
     StackExhausted {
         /// Live stacks owned by the scheduler when the failure was seen.
         live_stacks: usize,
@@ -123,8 +126,9 @@ impl fmt::Display for SpawnError {
             } => write!(
                 f,
                 "cannot allocate a coroutine stack ({source}) with {live_stacks} stacks live; \
-                 guarded stacks cost two memory mappings each and vm.max_map_count caps them \
-                 (about 32k at 65530): let tasks finish, raise vm.max_map_count, or build the \
+                 guarded stacks cost two memory mappings each, and gofer keeps them to \
+                 (vm.max_map_count - 4096) / 2 (30717 at 65530) so the rest of the process can \
+                 still allocate: let tasks finish, raise vm.max_map_count, or build the \
                  scheduler with dense_stacks(true)"
             ),
             SpawnError::InvalidPin { requested, core } => write!(

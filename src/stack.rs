@@ -93,6 +93,28 @@ pub(crate) fn valid_stack_size(size: usize) -> bool {
 /// and stats.
 static LIVE_STACKS: AtomicUsize = AtomicUsize::new(0);
 
+/// Guarded stacks live in the process; each costs two mappings.
+static GUARDED_LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Mappings left to everything else (heap arenas, thread stacks, libraries,
+/// dense slabs) when guarded stacks reach their cap.
+const MAP_HEADROOM: usize = 4096;
+
+/// The most guarded stacks the process may hold:
+/// `(vm.max_map_count - MAP_HEADROOM) / 2`. Past the kernel's limit *every*
+/// allocation that needs a new mapping fails, and Rust aborts on a failed
+/// allocation, so gofer stops short of it and fails spawns cleanly instead.
+pub(crate) fn guarded_limit() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let max = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(65_530);
+        max.saturating_sub(MAP_HEADROOM.min(max / 2)) / 2
+    })
+}
+
 /// Bytes per dense slab (one mapping).
 pub(crate) const SLAB_BYTES: usize = 64 << 20;
 /// The zero band at the bottom of a dense stack.
@@ -125,6 +147,10 @@ impl StackMem {
     pub(crate) fn new(size: usize) -> io::Result<StackMem> {
         let page = page_size();
         debug_assert_eq!(size % page, 0);
+        if GUARDED_LIVE.fetch_add(1, Ordering::Relaxed) >= guarded_limit() {
+            GUARDED_LIVE.fetch_sub(1, Ordering::Relaxed);
+            return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+        }
         let total = size + page;
         // SAFETY: an anonymous private mapping at an address of the kernel's
         // choosing aliases nothing; the result is checked for MAP_FAILED.
@@ -139,6 +165,7 @@ impl StackMem {
             )
         };
         if base == libc::MAP_FAILED {
+            GUARDED_LIVE.fetch_sub(1, Ordering::Relaxed);
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `base..base+page` lies inside the mapping made just above.
@@ -147,6 +174,7 @@ impl StackMem {
             // SAFETY: unmapping exactly the region mapped above, which nothing
             // else references yet.
             unsafe { libc::munmap(base, total) };
+            GUARDED_LIVE.fetch_sub(1, Ordering::Relaxed);
             return Err(e);
         }
         LIVE_STACKS.fetch_add(1, Ordering::Relaxed);
@@ -225,6 +253,7 @@ impl Drop for StackMem {
             return;
         }
         LIVE_STACKS.fetch_sub(1, Ordering::Relaxed);
+        GUARDED_LIVE.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: the mapping was made by `new` with exactly this length and
         // is owned by self; no coroutine runs on it once it is dropped (the
         // owner only drops a stack after its task finished).
