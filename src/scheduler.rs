@@ -125,7 +125,9 @@ impl SchedulerBuilder {
 
     /// The cap on Processer threads, including the extra ones the Dispatcher
     /// starts when every Processer is blocked. Default:
-    /// `max(min_threads, 64)`. Must be at least `min_threads`.
+    /// `max(min_threads, 64)`. Must be at least `min_threads`. Threads that
+    /// lend themselves to the scheduler inside [`Scheduler::block_on`] are
+    /// not counted: they belong to the caller.
     pub fn max_threads(mut self, n: usize) -> Self {
         self.max_threads = Some(n);
         self
