@@ -236,6 +236,14 @@ pub(crate) fn current_scheduler() -> Option<Arc<Shared>> {
     (!p.is_null()).then(|| unsafe { (*p).sched.clone() })
 }
 
+/// Whether this thread is a Processer of `sched` (a pointer comparison, no
+/// reference count touched: it sits on the spawn path).
+pub(crate) fn on_scheduler(sched: &Shared) -> bool {
+    let p = current_proc_ptr();
+    // SAFETY: see current_task_ptr.
+    !p.is_null() && std::ptr::eq(unsafe { &*(*p).sched }, sched)
+}
+
 /// Makes a task runnable: on this thread's Processer when it is one of the
 /// task's scheduler (cheap, no atomics beyond the queue's), otherwise on a
 /// Processer chosen by the scheduler, which is woken if asleep.

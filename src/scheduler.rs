@@ -657,7 +657,7 @@ impl Shared {
                 return Err(SpawnError::InvalidPin { requested, core });
             }
         }
-        let inside = processer::current_scheduler().is_some_and(|s| Arc::ptr_eq(&s, self));
+        let inside = processer::on_scheduler(self);
         let (r, h) = self.admit(name, stack_size, pin, f, inside)?;
         processer::schedule(r);
         Ok(h)
@@ -898,7 +898,7 @@ impl Shared {
 
     fn shutdown(&self, timeout: Option<Duration>) -> Result<(), ShutdownError> {
         if processer::current_task_ptr().is_some()
-            && processer::current_scheduler().is_some_and(|s| std::ptr::eq(&*s, self))
+            && processer::on_scheduler(self)
         {
             return Err(ShutdownError::FromOwnTask);
         }
