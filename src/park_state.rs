@@ -14,7 +14,7 @@
 //! ```text
 //!  task, in park():          NOTIFIED -> EMPTY     (Acquire) consume the token, return at once
 //!  Processer, after switch:  EMPTY    -> PARKED    (Release) the context is saved
-//!  Processer, after switch:  NOTIFIED -> EMPTY     (Acquire) an unpark came while switching out: requeue
+//!  Processer, after switch:  NOTIFIED -> EMPTY     (Acquire swap) an unpark came while switching out: requeue
 //!  unpark():                 EMPTY    -> NOTIFIED  (Release) task running or still switching out
 //!  unpark():                 NOTIFIED -> NOTIFIED  (Release) a write even so: publishes the
 //!                                                  caller's writes to the token's consumer
@@ -79,11 +79,6 @@ impl ParkState {
     /// Task side, before switching out: consumes a pending token
     /// (`NOTIFIED -> EMPTY`). True means "do not switch out, return".
     pub(crate) fn take_token(&self) -> bool {
-        // A plain load first: no token is the common case, and a failed CAS
-        // costs as much as a successful one.
-        if self.0.load(Ordering::Relaxed) != NOTIFIED {
-            return false;
-        }
         // Acquire: pairs with the Release of `unpark`'s EMPTY -> NOTIFIED, so
         // what the unparker wrote before unpark() is visible after park().
         self.0
@@ -103,9 +98,14 @@ impl ParkState {
         {
             Ok(_) => ParkOutcome::Parked,
             Err(NOTIFIED) => {
+                // Consume the token with a read-modify-write, not a store:
+                // another unpark may rewrite NOTIFIED (its Release write)
+                // right after the failed CAS, and a plain store would erase
+                // it without synchronising with it, so the task could miss
+                // that unparker's writes. The swap reads the latest write.
                 // Only the task (switched out, so not now) and this Processer
                 // consume tokens; unparkers never leave NOTIFIED.
-                self.0.store(EMPTY, Ordering::Relaxed);
+                self.0.swap(EMPTY, Ordering::Acquire);
                 ParkOutcome::Requeue
             }
             Err(s) => unreachable!("park state {s} while the task was switching out"),
