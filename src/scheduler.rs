@@ -897,9 +897,7 @@ impl Shared {
     }
 
     fn shutdown(&self, timeout: Option<Duration>) -> Result<(), ShutdownError> {
-        if processer::current_task_ptr().is_some()
-            && processer::on_scheduler(self)
-        {
+        if processer::current_task_ptr().is_some() && processer::on_scheduler(self) {
             return Err(ShutdownError::FromOwnTask);
         }
         let start = Instant::now();
