@@ -317,9 +317,9 @@ impl Dispatcher {
     /// and any sleeping Processer that has queued work.
     fn balance(&self, procs: &[Arc<ProcesserShared>]) {
         let s = &self.shared;
-        let active = active_targets(procs);
-        let backlog = active.iter().any(|p| p.queued() >= 2);
-        for p in &active {
+        let active = || procs.iter().filter(|p| is_active(p));
+        let backlog = active().any(|p| p.queued() >= 2);
+        for p in active() {
             if p.sleeping.load(Ordering::Relaxed) && (backlog || p.queued() > 0) {
                 s.wake_proc(p);
             }
@@ -389,15 +389,13 @@ fn judge(cfg: &crate::scheduler::Config, p: &ProcesserShared, v: &mut View, now:
 /// by a scheduler thread (not a `block_on` caller, which leaves when its
 /// root task ends).
 fn active_targets(procs: &[Arc<ProcesserShared>]) -> Vec<Arc<ProcesserShared>> {
-    procs
-        .iter()
-        .filter(|p| {
-            p.kind != Kind::Caller
-                && !p.blocked.load(Ordering::Relaxed)
-                && !p.retired.load(Ordering::Relaxed)
-        })
-        .cloned()
-        .collect()
+    procs.iter().filter(|p| is_active(p)).cloned().collect()
+}
+
+fn is_active(p: &ProcesserShared) -> bool {
+    p.kind != Kind::Caller
+        && !p.blocked.load(Ordering::Relaxed)
+        && !p.retired.load(Ordering::Relaxed)
 }
 
 /// Takes every task from `p`'s new and runnable queues (pinned queues are
