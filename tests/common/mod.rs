@@ -46,6 +46,69 @@ pub fn child_scenario() -> Option<String> {
 /// `env` (a `None` value removes the variable). Children check for markers
 /// they print, since a mistyped test name would run nothing and exit 0.
 pub fn run_child(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Output {
+    child_command(test, scenario, env)
+        .output()
+        .expect("spawn the test binary as a child")
+}
+
+/// Like [`run_child`], with a watchdog: a child still running after
+/// `limit` is killed, and the result says so (`None`). For scenarios that
+/// could hang: the test fails with a clear message instead of hanging.
+pub fn run_child_watched(
+    test: &str,
+    scenario: &str,
+    env: &[(&str, Option<&str>)],
+    limit: Duration,
+) -> Option<Output> {
+    use std::process::Stdio;
+    let mut child = child_command(test, scenario, env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the test binary as a child");
+    // Drain both pipes on threads, so a chatty child cannot fill a pipe and
+    // stall before the watchdog looks at it.
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            break Some(status);
+        }
+        if start.elapsed() >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stdout = out.join().expect("stdout reader");
+    let stderr = err.join().expect("stderr reader");
+    match status {
+        Some(status) => Some(Output {
+            status,
+            stdout,
+            stderr,
+        }),
+        None => {
+            eprintln!(
+                "child {test}/{scenario} killed after {limit:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                String::from_utf8_lossy(&stdout),
+                String::from_utf8_lossy(&stderr)
+            );
+            None
+        }
+    }
+}
+
+fn child_command(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Command {
     let exe = std::env::current_exe().expect("current_exe");
     let mut cmd = Command::new(exe);
     cmd.args([
@@ -65,7 +128,7 @@ pub fn run_child(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Ou
             None => cmd.env_remove(k),
         };
     }
-    cmd.output().expect("spawn the test binary as a child")
+    cmd
 }
 
 /// The child's stdout and stderr, for assertion messages.
