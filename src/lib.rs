@@ -84,6 +84,7 @@ mod stats;
 pub mod sync;
 mod task;
 pub mod timer;
+mod timer_heap;
 
 pub use builder::{spawn, Builder};
 pub use error::{ConfigError, JoinError, ShutdownError, SpawnError};

@@ -148,12 +148,14 @@ pub(crate) fn park_deadline(deadline: Instant) {
             if deadline <= Instant::now() {
                 return;
             }
-            let timer = h.shared.timers.add(
+            let key = h.shared.timers.add(
                 deadline,
                 crate::timer::Action::Unpark(current_from(h.clone())),
             );
             suspend(Suspend::Park);
-            h.shared.timers.cancel(&timer);
+            // Woken early or by the timer: either way the entry goes now
+            // (a no-op if it fired), so a finished wait leaves nothing behind.
+            h.shared.timers.remove(key);
         }
         None => {
             let now = Instant::now();

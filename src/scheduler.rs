@@ -973,6 +973,7 @@ impl Shared {
             threads_started: self.threads_started.load(Ordering::Relaxed),
             threads_retired: self.threads_retired.load(Ordering::Relaxed),
             live_stacks: stack::live_stacks(),
+            timers: self.timers.pending(),
             processers,
         }
     }

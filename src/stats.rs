@@ -28,6 +28,11 @@ pub struct Stats {
     pub threads_retired: u64,
     /// Guarded coroutine stacks mapped in the whole process right now.
     pub live_stacks: usize,
+    /// Timers pending: timed waits in progress (`sleep`, `park_timeout`,
+    /// the `*_timeout` operations of channels and locks) and user timers
+    /// (`timer::after`, `timer::every`) that have not fired or been
+    /// cancelled. A wait that ended leaves no timer behind.
+    pub timers: usize,
     /// One entry per live Processer.
     pub processers: Vec<ProcesserStats>,
 }
