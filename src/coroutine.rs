@@ -89,10 +89,10 @@ extern "C" fn entry(t: Transfer) -> ! {
     if let (Some(job), Some(task)) = (job, crate::processer::current_task_ptr()) {
         // SAFETY: the running task's header is kept alive by the Processer's
         // Runnable while the task runs.
-        let sched = unsafe { &(*task).shared };
+        let task = unsafe { &*task };
         // `run` catches panics; this outer guard only protects the invariant
         // that nothing unwinds into this extern "C" frame.
-        let run = std::panic::AssertUnwindSafe(move || job.run(sched));
+        let run = std::panic::AssertUnwindSafe(move || job.run(task));
         if std::panic::catch_unwind(run).is_err() {
             crate::overflow::fatal("a panic escaped a task's root frame");
         }

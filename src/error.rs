@@ -244,6 +244,33 @@ impl JoinError {
     }
 }
 
+/// Runs `f`, which drops user values where a panic must go no further (on
+/// a Processer's stack, at a task's root frame, in a handle's `Drop`): a
+/// panicking destructor is reported on stderr as
+/// `gofer: a destructor panicked while dropping {what}: {message}`.
+pub(crate) fn contain(what: impl fmt::Display, f: impl FnOnce()) {
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        let m = panic_message(p.as_ref()).unwrap_or("<non-string payload>");
+        eprintln!("gofer: a destructor panicked while dropping {what}: {m}");
+        // The payload itself may panic when dropped: leak it rather than
+        // let that unwind on.
+        std::mem::forget(p);
+    }
+}
+
+/// A task as reports name it: `task 17 'reader'`, or `task 17`.
+pub(crate) struct TaskLabel<'a>(pub(crate) crate::task::TaskId, pub(crate) Option<&'a str>);
+
+impl fmt::Display for TaskLabel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "task {}", self.0)?;
+        if let Some(name) = self.1 {
+            write!(f, " '{name}'")?;
+        }
+        Ok(())
+    }
+}
+
 /// The message of a panic payload, when it is a string.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
     payload

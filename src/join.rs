@@ -26,10 +26,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use crate::error::JoinError;
+use crate::error::{contain, JoinError, TaskLabel};
 use crate::park::Task;
-use crate::scheduler::Shared;
-use crate::task::TaskId;
+use crate::task::{TaskHeader, TaskId};
 
 const DONE: u8 = 1;
 const WAITING: u8 = 2;
@@ -82,9 +81,9 @@ impl<T> JoinInner<T> {
 /// Runs at the root of a coroutine, behind a type-erased pointer.
 pub(crate) trait TaskEntry: Send + Sync {
     /// Runs the user's closure, catching any panic, and publishes the result
-    /// (counting the task as completed in `sched` first, so that a joiner
-    /// that wakes up sees it counted).
-    fn run(self: Arc<Self>, sched: &Shared);
+    /// (counting the task as completed in its scheduler first, so that a
+    /// joiner that wakes up sees it counted). `task` is the running task.
+    fn run(self: Arc<Self>, task: &TaskHeader);
     /// The task can never run (no stack could be had): publish the error.
     fn fail(self: Arc<Self>, e: JoinError);
 }
@@ -130,7 +129,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Arc<Self>, sched: &Shared) {
+    fn run(self: Arc<Self>, task: &TaskHeader) {
         let Some(f) = self.take_f() else {
             return;
         };
@@ -140,9 +139,15 @@ where
             if let Some(m) = crate::error::panic_message(p.as_ref()) {
                 eprintln!("gofer: a coroutine-local destructor panicked: {m}");
             }
+            std::mem::forget(p);
         }
-        sched.completed.fetch_add(1, Ordering::Relaxed);
+        task.shared.completed.fetch_add(1, Ordering::Relaxed);
         self.join.complete(r);
+        // If the handle is gone, this is the last reference and drops the
+        // result (or the panic payload) here, at the task's root frame: a
+        // panicking destructor must not unwind any further.
+        let label = TaskLabel(task.id, task.name.as_deref());
+        contain(format_args!("the result of {label}"), move || drop(self));
     }
 
     fn fail(self: Arc<Self>, e: JoinError) {
@@ -169,7 +174,8 @@ where
 /// Dropping the handle detaches the task: it keeps running and its result is
 /// dropped when it finishes.
 pub struct JoinHandle<T> {
-    inner: Arc<dyn JoinSlot<T>>,
+    /// `None` only after `join` or `drop` took it.
+    inner: Option<Arc<dyn JoinSlot<T>>>,
     id: TaskId,
     name: Option<Box<str>>,
     _not_ref_unwind_safe: PhantomData<UnsafeCell<()>>,
@@ -178,7 +184,7 @@ pub struct JoinHandle<T> {
 impl<T> JoinHandle<T> {
     pub(crate) fn new(inner: Arc<dyn JoinSlot<T>>, id: TaskId, name: Option<Box<str>>) -> Self {
         JoinHandle {
-            inner,
+            inner: Some(inner),
             id,
             name,
             _not_ref_unwind_safe: PhantomData,
@@ -190,7 +196,7 @@ impl<T> JoinHandle<T> {
     /// Inside a task this parks the calling task (its thread runs other
     /// tasks meanwhile); outside one it blocks the calling thread.
     pub fn join(self) -> Result<T, JoinError> {
-        let inner = self.inner.inner();
+        let inner = self.slot();
         if inner.state.load(Ordering::Acquire) & DONE != 0 {
             return inner.take();
         }
@@ -209,7 +215,11 @@ impl<T> JoinHandle<T> {
 
     /// Whether the task has finished (its result is ready for `join`).
     pub fn is_finished(&self) -> bool {
-        self.inner.inner().state.load(Ordering::Acquire) & DONE != 0
+        self.slot().state.load(Ordering::Acquire) & DONE != 0
+    }
+
+    fn slot(&self) -> &JoinInner<T> {
+        self.inner.as_ref().expect("present until drop").inner()
     }
 
     /// The task's id.
@@ -220,6 +230,18 @@ impl<T> JoinHandle<T> {
     /// The task's name, if it was given one.
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        // The last reference drops the task's result (or panic payload) if
+        // it was never joined: contain a panicking destructor, as the task's
+        // side does when it drops last.
+        if let Some(inner) = self.inner.take() {
+            let label = TaskLabel(self.id, self.name.as_deref());
+            contain(format_args!("the result of {label}"), move || drop(inner));
+        }
     }
 }
 

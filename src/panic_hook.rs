@@ -7,8 +7,10 @@
 //! abort. So gofer wraps the installed hook once: outside tasks it calls the
 //! previous hook as is; inside a task it first captures the task's frames
 //! (cheap on stack; symbols are resolved later), then switches to a fresh
-//! [`HOOK_STACK_SIZE`] stack, runs the previous hook there, prints the task's
-//! backtrace if backtraces are enabled, and switches back. The previous
+//! [`HOOK_STACK_SIZE`] stack, prints a line naming the task
+//! (`gofer: task 17 'reader' panicked on thread 'gofer-0':`, since the
+//! previous hook names only the thread), runs the previous hook there,
+//! prints the task's backtrace if backtraces are enabled, and switches back. The previous
 //! hook's own backtrace, if it prints one, shows only that hook stack.
 
 use std::backtrace::{Backtrace, BacktraceStatus};
@@ -17,6 +19,7 @@ use std::sync::Once;
 
 use context::{Context, Transfer};
 
+use crate::error::TaskLabel;
 use crate::stack::{self, StackMem};
 
 /// Stack for running the hook of a panicking task.
@@ -34,15 +37,30 @@ pub(crate) fn install() {
 }
 
 fn hook(prev: &Hook, info: &PanicHookInfo<'_>) {
-    if crate::processer::current_task_ptr().is_none() {
+    let Some(task) = crate::processer::current_task_ptr() else {
         return prev(info);
-    }
+    };
+    // SAFETY: the running task's header is alive while it runs, and this
+    // code runs on its stack.
+    let task = unsafe { &*task };
+    let label = TaskLabel(task.id, task.name.as_deref());
     // Frames only; symbols are resolved when printed, on the big stack.
     let bt = Backtrace::capture();
+    // The previous hook names the thread, a Processer's, which says little
+    // about what failed: name the task first.
+    let name_task = || {
+        let thread = std::thread::current();
+        eprintln!(
+            "gofer: {label} panicked on thread '{}':",
+            thread.name().unwrap_or("<unnamed>")
+        );
+    };
     let Ok(stack) = StackMem::new(stack::round_to_pages(HOOK_STACK_SIZE)) else {
+        name_task();
         return prev(info);
     };
     let mut job = || {
+        name_task();
         prev(info);
         if bt.status() == BacktraceStatus::Captured {
             eprintln!("task backtrace:\n{bt}");

@@ -52,7 +52,7 @@ use std::time::Instant;
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 
 use crate::coroutine::{self, EntrySlot, Suspend};
-use crate::error::JoinError;
+use crate::error::{contain, JoinError};
 use crate::scheduler::Shared;
 use crate::stack::{self, StackMem, StackPool};
 use crate::task::{Runnable, TaskHeader};
@@ -645,15 +645,6 @@ impl ProcLocal {
             .sleeping
             .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
             .is_ok()
-    }
-}
-
-/// Runs `f`, which drops user values on the Processer's own stack; a panic
-/// from a user destructor must not unwind through the Processer loop.
-fn contain(what: &str, f: impl FnOnce()) {
-    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        let m = crate::error::panic_message(p.as_ref()).unwrap_or("<non-string payload>");
-        eprintln!("gofer: a destructor panicked while dropping {what}: {m}");
     }
 }
 
