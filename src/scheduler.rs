@@ -615,12 +615,8 @@ impl Shared {
             Some(s) => stack::round_to_pages(s),
             None => self.config.stack_size,
         };
-        let errno = self.stack_errno.load(Ordering::Relaxed);
-        if errno != 0 {
-            return Err(SpawnError::StackExhausted {
-                live_stacks: stack::live_stacks(),
-                source: io::Error::from_raw_os_error(errno),
-            });
+        if self.stack_errno.load(Ordering::Relaxed) != 0 {
+            self.probe_stacks()?;
         }
         if self.stopped.load(Ordering::SeqCst) {
             return Err(SpawnError::Shutdown);
@@ -874,6 +870,25 @@ impl Shared {
         let a = DenseArena::new(size);
         arenas.push(a.clone());
         a
+    }
+
+    /// The last stack allocation failed: try one now. Stacks may have come
+    /// free anywhere in the process since (another scheduler shut down, say),
+    /// not only in this scheduler's pools, so waiting for one of our own
+    /// tasks to give one back could wait for ever. The stack made goes to
+    /// the shared pool for the next task to start.
+    fn probe_stacks(&self) -> Result<(), SpawnError> {
+        match self.new_stack(self.config.stack_size) {
+            Ok(s) => {
+                self.give_stacks(vec![s]);
+                self.stack_released();
+                Ok(())
+            }
+            Err(e) => Err(SpawnError::StackExhausted {
+                live_stacks: stack::live_stacks(),
+                source: e,
+            }),
+        }
     }
 
     /// Stacks went back to a pool: spawning may succeed again.
