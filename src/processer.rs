@@ -116,6 +116,18 @@ pub(crate) struct ProcesserShared {
 }
 
 impl ProcesserShared {
+    /// Whether `task` may be queued here: a task pinned here, or an unpinned
+    /// one on a Processer that takes any work. A `block_on` caller runs its
+    /// root task (pinned to it) and nothing else: another task could block
+    /// the caller's thread and hold up the root, and `block_on` could not
+    /// return until that task switched out.
+    pub(crate) fn may_run(&self, task: &TaskHeader) -> bool {
+        match task.pin {
+            Some(pin) => pin == self.index,
+            None => self.kind != Kind::Caller,
+        }
+    }
+
     /// Tasks waiting here (new + runnable + pinned), approximately.
     pub(crate) fn queued(&self) -> usize {
         self.new.len() + self.stealer.len() + self.pinned.len()
@@ -245,15 +257,16 @@ pub(crate) fn on_scheduler(sched: &Shared) -> bool {
 }
 
 /// Makes a task runnable: on this thread's Processer when it is one of the
-/// task's scheduler (cheap, no atomics beyond the queue's), otherwise on a
-/// Processer chosen by the scheduler, which is woken if asleep.
+/// task's scheduler and may run it (cheap, no atomics beyond the queue's),
+/// otherwise on a Processer chosen by the scheduler, which is woken if
+/// asleep.
 pub(crate) fn schedule(r: Runnable) {
     let p = current_proc_ptr();
     if !p.is_null() {
         // SAFETY: see current_task_ptr; only shared access is taken.
         let local = unsafe { &*p };
         let same = Arc::ptr_eq(&local.sched, &r.header().shared);
-        if same && r.header().pin.is_none_or(|pin| pin == local.p.index) {
+        if same && local.p.may_run(r.header()) {
             local.push_local(r, true);
             return;
         }
@@ -344,6 +357,9 @@ impl ProcLocal {
     /// Steals from another Processer of the scheduler: half of its runnable
     /// queue, or a batch of its new queue.
     fn steal(&self) -> Option<Runnable> {
+        if self.p.kind == Kind::Caller {
+            return None; // it runs its root task only (see `may_run`)
+        }
         let others = self.sched.processers_snapshot();
         let n = others.len();
         if n <= 1 {
@@ -566,6 +582,11 @@ impl ProcLocal {
     /// queues local work does not wake a sleeping Processer while another is
     /// already looking for work (Go's spinning Ms).
     fn find_work(&self) -> Option<Runnable> {
+        if self.p.kind == Kind::Caller {
+            // Nothing to search for: its root task comes back through its
+            // pinned queue, which waking it re-checks.
+            return self.sleep();
+        }
         self.sched.searching_inc();
         let found = self.spin_for_work();
         let was_last = self.sched.searching_dec();

@@ -366,9 +366,10 @@ impl Scheduler {
             .unwrap_or_else(|e| panic!("gofer: cannot spawn a task: {e}"))
     }
 
-    /// Runs `f` as a task and waits for its value. The calling thread works
-    /// as a Processer of this scheduler meanwhile, running `f` (pinned to the
-    /// calling thread) and any other task it can take.
+    /// Runs `f` as a task and waits for its value. The calling thread runs
+    /// `f` (pinned to it) and nothing else: the tasks `f` spawns or wakes run
+    /// on the scheduler's Processers, so no unrelated task (one that blocks
+    /// its thread, say) can delay `f`'s return.
     ///
     /// Called from inside a task, it spawns `f` and joins it instead (the
     /// calling task parks; its thread keeps working).
@@ -732,7 +733,9 @@ impl Shared {
         r: &Runnable,
     ) -> Option<Arc<ProcesserShared>> {
         let usable = |p: &&Arc<ProcesserShared>| {
-            !p.retired.load(Ordering::Relaxed) && !p.blocked.load(Ordering::Relaxed)
+            p.kind != Kind::Caller
+                && !p.retired.load(Ordering::Relaxed)
+                && !p.blocked.load(Ordering::Relaxed)
         };
         if let Some(pin) = r.header().pin {
             let live = |p: &&Arc<ProcesserShared>| !p.retired.load(Ordering::Relaxed);
@@ -759,7 +762,11 @@ impl Shared {
         (0..n)
             .map(|k| &procs[(start + k) % n])
             .find(usable)
-            .or_else(|| procs.iter().find(|p| !p.retired.load(Ordering::Relaxed)))
+            .or_else(|| {
+                procs
+                    .iter()
+                    .find(|p| p.kind != Kind::Caller && !p.retired.load(Ordering::Relaxed))
+            })
             .cloned()
     }
 
@@ -787,7 +794,7 @@ impl Shared {
             return;
         }
         for p in self.processers_snapshot().iter() {
-            if !p.blocked.load(Ordering::Relaxed) && self.wake_proc(p) {
+            if p.kind != Kind::Caller && !p.blocked.load(Ordering::Relaxed) && self.wake_proc(p) {
                 return;
             }
         }
