@@ -431,6 +431,9 @@ impl Scheduler {
     /// saying how many tasks are still alive. The scheduler keeps running
     /// them (spawns from outside stay refused); call `shutdown` again to go
     /// on waiting.
+    ///
+    /// A `timeout` too long to be represented as a deadline (such as
+    /// `Duration::MAX`) means no deadline: the call waits like `shutdown`.
     pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownError> {
         self.handle.shared.shutdown(Some(timeout))
     }
@@ -901,23 +904,25 @@ impl Shared {
             return Err(ShutdownError::FromOwnTask);
         }
         let start = Instant::now();
+        // A timeout past what an Instant can hold is no deadline at all.
+        let deadline = timeout.and_then(|t| start.checked_add(t));
+        let timed_out = || ShutdownError::TimedOut {
+            waited: start.elapsed(),
+            alive: self.alive.load(Ordering::SeqCst),
+        };
         self.closing.store(true, Ordering::SeqCst);
         // Pending after/every timers would hold `alive` up: cancel them.
         self.timers.cancel_user_timers();
         {
             let mut g = self.done_lock.lock();
             while self.alive.load(Ordering::SeqCst) != 0 {
-                match timeout {
+                match deadline {
                     None => self.done_cv.wait(&mut g),
-                    Some(t) => {
-                        let deadline = start + t;
+                    Some(deadline) => {
                         if self.done_cv.wait_until(&mut g, deadline).timed_out()
                             && self.alive.load(Ordering::SeqCst) != 0
                         {
-                            return Err(ShutdownError::TimedOut {
-                                waited: start.elapsed(),
-                                alive: self.alive.load(Ordering::SeqCst),
-                            });
+                            return Err(timed_out());
                         }
                     }
                 }
