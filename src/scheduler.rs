@@ -10,7 +10,9 @@
 //!    queued, `alive -= 1` when it finishes.
 //! 3. `shutdown` sets `closing` (spawns from outside the scheduler are now
 //!    refused; tasks may still spawn children), waits until `alive == 0`,
-//!    then sets `stopped`, wakes every Processer, and joins every thread.
+//!    then sets `stopped`, wakes every Processer, and joins every thread,
+//!    holding `stop_lock` while it joins: a concurrent call waits for it,
+//!    so every call returns only once every thread is gone.
 //!    A parked task that nobody wakes keeps `alive` above zero: shutdown
 //!    waits for it forever, and `shutdown_timeout` reports it. Nothing frees
 //!    the stack of an unfinished task.
@@ -416,7 +418,9 @@ impl Scheduler {
     ///
     /// After it returns, spawning on this scheduler fails with
     /// [`SpawnError::Shutdown`]. Waits forever for a task that never
-    /// finishes; see [`shutdown_timeout`](Self::shutdown_timeout).
+    /// finishes; see [`shutdown_timeout`](Self::shutdown_timeout). Several
+    /// calls may run at once (from several threads): each returns only once
+    /// every thread of the scheduler has been joined.
     ///
     /// # Panics
     /// When called from a task of this same scheduler (it would wait for
@@ -434,6 +438,8 @@ impl Scheduler {
     ///
     /// A `timeout` too long to be represented as a deadline (such as
     /// `Duration::MAX`) means no deadline: the call waits like `shutdown`.
+    /// If every task has finished but another call is still joining the
+    /// threads when `timeout` runs out, the error says `alive: 0`.
     pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownError> {
         self.handle.shared.shutdown(Some(timeout))
     }
@@ -480,6 +486,10 @@ pub(crate) struct Shared {
     pub(crate) detached: AtomicBool,
     done_lock: Mutex<()>,
     done_cv: Condvar,
+    /// Held by the call that stops and joins the threads, for as long as it
+    /// joins: a concurrent shutdown waits on it, so it too returns only once
+    /// every thread has been joined.
+    stop_lock: Mutex<()>,
     join_handles: Mutex<Vec<std::thread::JoinHandle<()>>>,
     stack_pool: Mutex<StackPool>,
     /// errno of the last failed stack allocation; 0 when stacks can be had.
@@ -512,6 +522,7 @@ impl Shared {
             detached: AtomicBool::new(false),
             done_lock: Mutex::new(()),
             done_cv: Condvar::new(),
+            stop_lock: Mutex::new(()),
             join_handles: Mutex::new(Vec::new()),
             stack_pool: Mutex::new(pool),
             stack_errno: AtomicI32::new(0),
@@ -928,22 +939,54 @@ impl Shared {
                 }
             }
         }
-        self.stop_threads();
+        // Another call may be joining the threads: wait for it (within the
+        // deadline), then find nothing left to join.
+        let joining = if processer::on_scheduler(self) {
+            // A Processer thread of this scheduler outside any task (a
+            // destructor its loop runs) cannot wait to be joined itself.
+            match self.stop_lock.try_lock() {
+                Some(g) => g,
+                None => return Ok(()),
+            }
+        } else {
+            match deadline {
+                None => self.stop_lock.lock(),
+                Some(deadline) => match self.stop_lock.try_lock_until(deadline) {
+                    Some(g) => g,
+                    None => return Err(timed_out()),
+                },
+            }
+        };
+        self.stop_threads_locked();
+        drop(joining);
         Ok(())
     }
 
     /// Stops and joins every thread of the scheduler.
     fn stop_threads(&self) {
+        let _joining = self.stop_lock.lock();
+        self.stop_threads_locked();
+    }
+
+    /// [`stop_threads`](Self::stop_threads), with `stop_lock` held by the
+    /// caller for the whole time, so that a concurrent caller cannot return
+    /// while threads are still being joined.
+    fn stop_threads_locked(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         self.wake_all();
-        let handles = std::mem::take(&mut *self.join_handles.lock());
         let me = std::thread::current().id();
-        for h in handles {
-            if h.thread().id() != me {
-                let _ = h.join();
+        let join_all = || {
+            let handles = std::mem::take(&mut *self.join_handles.lock());
+            for h in handles {
+                if h.thread().id() != me {
+                    let _ = h.join();
+                }
             }
-        }
+        };
+        join_all();
         crate::dispatcher::join(self);
+        // An extra Processer the Dispatcher started before it saw `stopped`.
+        join_all();
         self.timers.stop();
     }
 

@@ -1,4 +1,4 @@
-//! Shutdown: a timeout too long to be a deadline.
+//! Shutdown: a timeout too long to be a deadline, and concurrent calls.
 //!
 //! Each case runs in a child process with a watchdog, since the failures
 //! it guards against are a panic or a wait that never ends.
@@ -6,7 +6,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 
 use common::{
@@ -85,5 +85,61 @@ fn shutdown_timeout_with_duration_max_means_no_deadline() {
     // Again on a stopped scheduler, and with other unrepresentable spans.
     assert_eq!(s.shutdown_timeout(Duration::MAX), Ok(()));
     assert_eq!(s.shutdown_timeout(Duration::from_secs(u64::MAX)), Ok(()));
+    println!("CHILD-OK");
+}
+
+// ---------------------------------------------------------------- concurrent calls
+
+const CONCURRENT_TEST: &str = "concurrent_shutdowns_both_return_after_every_thread_is_joined";
+
+/// Rounds of two racing shutdown calls: enough to catch a late caller that
+/// returns while the first is still joining.
+const ROUNDS: usize = 40;
+
+#[test]
+fn concurrent_shutdowns_both_return_after_every_thread_is_joined() {
+    if child_scenario().as_deref() != Some("concurrent") {
+        return expect_child_ok(CONCURRENT_TEST, "concurrent");
+    }
+    for round in 0..ROUNDS {
+        let s = sched("cshut", 4);
+        // Work in flight, so that the threads are busy when the calls start.
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        gofer::yield_now();
+                    }
+                })
+            })
+            .collect();
+        let start = Arc::new(Barrier::new(2));
+        let callers: Vec<_> = (0..2)
+            .map(|k| {
+                let (s, start) = (s.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    // Every other round, one of the two is a shutdown_timeout.
+                    if k == 1 && round % 2 == 1 {
+                        assert_eq!(s.shutdown_timeout(PATIENCE), Ok(()));
+                    } else {
+                        s.shutdown();
+                    }
+                    (live_threads_named("cshut-"), s.stats().threads)
+                })
+            })
+            .collect();
+        for (k, c) in callers.into_iter().enumerate() {
+            let (left, threads) = c.join().expect("a shutdown call panicked");
+            assert!(
+                left.is_empty() && threads == 0,
+                "round {round}, call {k}: returned while threads of the scheduler still ran: \
+                 {left:?} ({threads} counted)"
+            );
+        }
+        for t in tasks {
+            t.join().expect("task returned");
+        }
+    }
     println!("CHILD-OK");
 }
