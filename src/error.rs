@@ -41,6 +41,19 @@ pub enum ConfigError {
     },
     /// The thread name given to the builder contains a NUL byte.
     Name(String),
+    /// A non-zero duration setting is outside its accepted range; the name
+    /// is the builder method. For `block_timeout`, `min` is raised to the
+    /// `dispatch_interval` when that is longer.
+    DurationRange {
+        /// The builder method that received the duration.
+        setting: &'static str,
+        /// The requested duration.
+        requested: Duration,
+        /// The shortest accepted duration.
+        min: Duration,
+        /// The longest accepted duration.
+        max: Duration,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -67,6 +80,24 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::Name(name) => {
                 write!(f, "thread name {name:?} contains a NUL byte")
+            }
+            ConfigError::DurationRange {
+                setting,
+                requested,
+                min,
+                max,
+            } => {
+                write!(
+                    f,
+                    "{setting} ({requested:?}) is out of range; accepted: {min:?} to {max:?}"
+                )?;
+                if *setting == "block_timeout" {
+                    write!(
+                        f,
+                        " (block_timeout may not be shorter than dispatch_interval)"
+                    )?;
+                }
+                Ok(())
             }
         }
     }

@@ -52,10 +52,23 @@ pub const DEFAULT_MAX_THREADS: usize = 64;
 /// Default time a task may run without switching before its Processer is
 /// considered blocked.
 pub const DEFAULT_BLOCK_TIMEOUT: Duration = Duration::from_millis(10);
+/// Shortest accepted `block_timeout` (it may not be shorter than the
+/// `dispatch_interval` either).
+pub const MIN_BLOCK_TIMEOUT: Duration = Duration::from_micros(100);
+/// Longest accepted `block_timeout`.
+pub const MAX_BLOCK_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// Default fastest sampling period of the Dispatcher.
 pub const DEFAULT_DISPATCH_INTERVAL: Duration = Duration::from_micros(100);
+/// Shortest accepted `dispatch_interval`.
+pub const MIN_DISPATCH_INTERVAL: Duration = Duration::from_micros(10);
+/// Longest accepted `dispatch_interval`.
+pub const MAX_DISPATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// Default time an extra Processer stays idle before its thread exits.
 pub const DEFAULT_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(3);
+/// Shortest accepted `idle_thread_timeout`.
+pub const MIN_IDLE_THREAD_TIMEOUT: Duration = Duration::from_millis(1);
+/// Longest accepted `idle_thread_timeout`.
+pub const MAX_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A validated scheduler configuration.
 #[derive(Clone, Debug)]
@@ -152,21 +165,28 @@ impl SchedulerBuilder {
 
     /// How long a task may run without switching out before its Processer
     /// is considered blocked and its queued tasks are moved elsewhere.
-    /// Default 10 ms. Must be non-zero.
+    /// Default 10 ms. Accepted: [`MIN_BLOCK_TIMEOUT`] (100 us) to
+    /// [`MAX_BLOCK_TIMEOUT`] (1 hour), and not shorter than the
+    /// `dispatch_interval`.
     pub fn block_timeout(mut self, d: Duration) -> Self {
         self.block_timeout = d;
         self
     }
 
-    /// The Dispatcher's fastest sampling period. Default 100 us. Must be
-    /// non-zero.
+    /// The Dispatcher's fastest sampling period. Default 100 us. Accepted:
+    /// [`MIN_DISPATCH_INTERVAL`] (10 us) to [`MAX_DISPATCH_INTERVAL`] (1 s).
+    ///
+    /// A kernel-blocked Processer is caught about three intervals after it
+    /// blocked; shutdown does not wait for the Dispatcher's current interval
+    /// to run out.
     pub fn dispatch_interval(mut self, d: Duration) -> Self {
         self.dispatch_interval = d;
         self
     }
 
     /// How long an extra Processer (beyond `min_threads`) stays idle before
-    /// its thread exits. Default 3 s. Must be non-zero.
+    /// its thread exits. Default 3 s. Accepted: [`MIN_IDLE_THREAD_TIMEOUT`]
+    /// (1 ms) to [`MAX_IDLE_THREAD_TIMEOUT`] (1 day).
     pub fn idle_thread_timeout(mut self, d: Duration) -> Self {
         self.idle_thread_timeout = d;
         self
@@ -228,6 +248,35 @@ impl SchedulerBuilder {
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroDuration { setting });
+            }
+        }
+        for (setting, requested, min, max) in [
+            (
+                "dispatch_interval",
+                self.dispatch_interval,
+                MIN_DISPATCH_INTERVAL,
+                MAX_DISPATCH_INTERVAL,
+            ),
+            (
+                "block_timeout",
+                self.block_timeout,
+                MIN_BLOCK_TIMEOUT.max(self.dispatch_interval),
+                MAX_BLOCK_TIMEOUT,
+            ),
+            (
+                "idle_thread_timeout",
+                self.idle_thread_timeout,
+                MIN_IDLE_THREAD_TIMEOUT,
+                MAX_IDLE_THREAD_TIMEOUT,
+            ),
+        ] {
+            if requested < min || requested > max {
+                return Err(ConfigError::DurationRange {
+                    setting,
+                    requested,
+                    min,
+                    max,
+                });
             }
         }
         if self.name.contains('\0') {

@@ -1,4 +1,5 @@
-//! Shutdown: a timeout too long to be a deadline, and concurrent calls.
+//! Shutdown: a timeout too long to be a deadline, concurrent calls, and a
+//! Dispatcher that is between two samples when the scheduler stops.
 //!
 //! Each case runs in a child process with a watchdog, since the failures
 //! it guards against are a panic or a wait that never ends.
@@ -7,7 +8,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{
     child_scenario, describe, live_threads_named, run_child_watched, wait_until, PATIENCE,
@@ -141,5 +142,77 @@ fn concurrent_shutdowns_both_return_after_every_thread_is_joined() {
             t.join().expect("task returned");
         }
     }
+    println!("CHILD-OK");
+}
+
+// ---------------------------------------------------------------- the Dispatcher's wait
+
+/// A scheduler whose Dispatcher samples once a second.
+fn slow_dispatcher(name: &str) -> Scheduler {
+    Scheduler::builder()
+        .min_threads(2)
+        .max_threads(2)
+        .dispatch_interval(Duration::from_secs(1))
+        .block_timeout(Duration::from_secs(1))
+        .name(name)
+        .build()
+        .expect("a 1 s dispatch interval is in range")
+}
+
+/// Shutting down must not wait for the Dispatcher's 1 s interval to run out.
+/// A generous bound: a stop that waits out the interval takes 1 s or more.
+const STOP_BOUND: Duration = Duration::from_millis(500);
+
+const IDLE_TEST: &str = "shutdown_of_an_idle_scheduler_does_not_wait_out_the_dispatch_interval";
+
+#[test]
+fn shutdown_of_an_idle_scheduler_does_not_wait_out_the_dispatch_interval() {
+    if child_scenario().as_deref() != Some("idle") {
+        return expect_child_ok(IDLE_TEST, "idle");
+    }
+    for round in 0..3 {
+        let s = slow_dispatcher("idle1s");
+        // A task wakes a Processer, which wakes the Dispatcher: it samples
+        // and then waits its interval.
+        assert_eq!(s.spawn(|| 5).join().expect("returned"), 5);
+        let t0 = Instant::now();
+        s.shutdown();
+        let took = t0.elapsed();
+        assert!(
+            took < STOP_BOUND,
+            "round {round}: shutting down an idle scheduler took {took:?}"
+        );
+        assert_eq!(live_threads_named("idle1s-"), Vec::<String>::new());
+    }
+    println!("CHILD-OK");
+}
+
+const AFTER_SAMPLE_TEST: &str =
+    "shutdown_right_after_a_dispatcher_sample_does_not_wait_out_the_dispatch_interval";
+
+#[test]
+fn shutdown_right_after_a_dispatcher_sample_does_not_wait_out_the_dispatch_interval() {
+    if child_scenario().as_deref() != Some("after-sample") {
+        return expect_child_ok(AFTER_SAMPLE_TEST, "after-sample");
+    }
+    let s = slow_dispatcher("nap1s");
+    // A task that blocks its thread in the kernel: the Dispatcher marks its
+    // Processer blocked at a sample, then waits a whole interval.
+    let (tx, rx) = mpsc::channel::<()>();
+    let blocker = s.spawn(move || rx.recv().expect("sender alive"));
+    wait_until("the Dispatcher marks the Processer blocked", || {
+        s.stats().blocked_detections >= 1
+    });
+    // The Dispatcher has just begun its 1 s wait.
+    tx.send(()).expect("the task waits");
+    let t0 = Instant::now();
+    s.shutdown();
+    let took = t0.elapsed();
+    assert!(
+        took < STOP_BOUND,
+        "shutdown during the Dispatcher's wait took {took:?}"
+    );
+    blocker.join().expect("the task returned");
+    assert_eq!(live_threads_named("nap1s-"), Vec::<String>::new());
     println!("CHILD-OK");
 }
