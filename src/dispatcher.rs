@@ -101,15 +101,21 @@ pub(crate) struct DispatchState {
     handle: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
+/// The Dispatcher thread's name for a scheduler named `name`.
+pub(crate) fn thread_name(name: &str) -> String {
+    format!("{name}-dispatcher")
+}
+
 /// Starts the Dispatcher thread if the scheduler can use one: with
 /// `max_threads == 1` there is nobody to rescue to and nothing to grow.
-pub(crate) fn start(shared: &Arc<Shared>) {
+/// Fails if the operating system refuses the thread.
+pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
     if shared.config.max_threads <= 1 {
-        return;
+        return Ok(());
     }
     let me = shared.clone();
     let h = std::thread::Builder::new()
-        .name(format!("{}-dispatcher", shared.config.name))
+        .name(thread_name(&shared.config.name))
         .spawn(move || {
             let _ = me.dispatch.thread.set(std::thread::current());
             // Sleep as close to the dispatch interval as the kernel can: the
@@ -119,12 +125,8 @@ pub(crate) fn start(shared: &Arc<Shared>) {
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
             Dispatcher::new(me).run();
         });
-    match h {
-        Ok(h) => *shared.dispatch.handle.lock() = Some(h),
-        Err(e) => {
-            eprintln!("gofer: cannot start the dispatcher thread ({e}); blocking detection is off")
-        }
-    }
+    *shared.dispatch.handle.lock() = Some(h?);
+    Ok(())
 }
 
 /// A Processer woke up: end the Dispatcher's deep sleep if it is in one.

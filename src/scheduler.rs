@@ -5,7 +5,9 @@
 //!
 //! 1. `build()` validates the configuration and starts `min_threads` core
 //!    Processer threads (and the Dispatcher thread when there is something
-//!    to watch). The timer thread starts on first use.
+//!    to watch). The timer thread starts on first use. A thread the OS
+//!    refuses to start makes `build()` stop and join the threads it started
+//!    and return `ConfigError::ThreadStart`.
 //! 2. Tasks are admitted by `spawn`: `alive += 1` before the task is
 //!    queued, `alive -= 1` when it finishes.
 //! 3. `shutdown` sets `closing` (spawns from outside the scheduler are now
@@ -49,6 +51,16 @@ use crate::timer::Timers;
 
 /// Default cap on Processer threads when `max_threads` is not set.
 pub const DEFAULT_MAX_THREADS: usize = 64;
+/// The most Processer threads one scheduler accepts: the upper bound of
+/// `min_threads` and `max_threads`, and of `GOFER_THREADS` and
+/// `GOFER_MAX_THREADS`.
+///
+/// A fixed bound, so that a typo cannot start tens of thousands of threads.
+/// Each Processer thread costs a 2 MiB stack reservation (RSS only for what
+/// it touches), two memory mappings for that stack and two for its signal
+/// stack, and one entry against the process's `RLIMIT_NPROC` and the
+/// system's `kernel.threads-max`; it holds no file descriptor.
+pub const MAX_THREADS_LIMIT: usize = 4096;
 /// Default time a task may run without switching before its Processer is
 /// considered blocked.
 pub const DEFAULT_BLOCK_TIMEOUT: Duration = Duration::from_millis(10);
@@ -132,7 +144,12 @@ impl Default for SchedulerBuilder {
 
 impl SchedulerBuilder {
     /// Processers started at build, which live until shutdown; `0` (the
-    /// default) means the number of CPUs.
+    /// default) means the number of CPUs. Accepted: 0 to
+    /// [`MAX_THREADS_LIMIT`] (4096).
+    ///
+    /// Threads are started one after another, and `build` returns
+    /// [`ConfigError::ThreadStart`] (after stopping those already started)
+    /// if the operating system refuses one.
     pub fn min_threads(mut self, n: usize) -> Self {
         self.min_threads = n;
         self
@@ -140,9 +157,10 @@ impl SchedulerBuilder {
 
     /// The cap on Processer threads, including the extra ones the Dispatcher
     /// starts when every Processer is blocked. Default:
-    /// `max(min_threads, 64)`. Must be at least `min_threads`. Threads that
-    /// lend themselves to the scheduler inside [`Scheduler::block_on`] are
-    /// not counted: they belong to the caller.
+    /// `max(min_threads, 64)`. Accepted: 1 to [`MAX_THREADS_LIMIT`] (4096),
+    /// and not below `min_threads` (once `0` is resolved to the number of
+    /// CPUs). Threads that lend themselves to the scheduler inside
+    /// [`Scheduler::block_on`] are not counted: they belong to the caller.
     pub fn max_threads(mut self, n: usize) -> Self {
         self.max_threads = Some(n);
         self
@@ -227,11 +245,15 @@ impl SchedulerBuilder {
     }
 
     fn validate(self) -> Result<Config, ConfigError> {
-        let min = if self.min_threads == 0 {
-            num_cpus::get().max(1)
-        } else {
-            self.min_threads
-        };
+        for (setting, requested) in [
+            ("min_threads", self.min_threads),
+            ("max_threads", self.max_threads.unwrap_or(0)),
+        ] {
+            if requested > MAX_THREADS_LIMIT {
+                return Err(ConfigError::ThreadCount { setting, requested });
+            }
+        }
+        let min = resolve_min_threads(self.min_threads);
         let max = self.max_threads.unwrap_or(min.max(DEFAULT_MAX_THREADS));
         if max < min {
             return Err(ConfigError::MaxBelowMin { min, max });
@@ -296,22 +318,49 @@ impl SchedulerBuilder {
         })
     }
 
-    /// Validates the settings and starts the core Processer threads.
+    /// Validates the settings and starts the core Processer threads and the
+    /// Dispatcher.
+    ///
+    /// Errors: a setting out of range ([`ConfigError`] names it and what it
+    /// accepts), or a thread the operating system refuses to start
+    /// ([`ConfigError::ThreadStart`]); in the latter case the threads already
+    /// started are stopped and joined before `build` returns.
     pub fn build(self) -> Result<Scheduler, ConfigError> {
         let config = self.validate()?;
         crate::overflow::install();
         crate::panic_hook::install();
         let shared = Shared::new(config);
-        for _ in 0..shared.config.min_threads {
+        for started in 0..shared.config.min_threads {
             if let Err(e) = shared.start_processer(Kind::Core) {
                 shared.stop_threads();
-                panic!("gofer: cannot start a Processer thread: {e}");
+                // Nothing else allocates slot indices before build returns,
+                // so the failed Processer's index is the count started.
+                let thread = format!("{}-{started}", shared.config.name);
+                return Err(ConfigError::thread_start(thread, started, &e));
             }
         }
-        crate::dispatcher::start(&shared);
+        if let Err(e) = crate::dispatcher::start(&shared) {
+            shared.stop_threads();
+            let thread = crate::dispatcher::thread_name(&shared.config.name);
+            return Err(ConfigError::thread_start(
+                thread,
+                shared.config.min_threads,
+                &e,
+            ));
+        }
         Ok(Scheduler {
             handle: Arc::new(Handle { shared }),
         })
+    }
+}
+
+/// `min_threads` with `0` resolved to the number of CPUs (capped at
+/// [`MAX_THREADS_LIMIT`]).
+fn resolve_min_threads(n: usize) -> usize {
+    if n == 0 {
+        num_cpus::get().clamp(1, MAX_THREADS_LIMIT)
+    } else {
+        n
     }
 }
 
@@ -355,27 +404,38 @@ impl fmt::Debug for Scheduler {
 
 static DEFAULT: OnceLock<Result<Scheduler, ConfigError>> = OnceLock::new();
 
-fn env_threads(var: &'static str) -> Result<Option<usize>, ConfigError> {
-    match std::env::var(var) {
+/// Reads a thread-count environment variable, accepting `min..=max`.
+fn env_threads(var: &'static str, min: usize, max: usize) -> Result<Option<usize>, ConfigError> {
+    let value = match std::env::var(var) {
         Ok(v) => v
             .trim()
             .parse::<usize>()
-            .map(Some)
-            .map_err(|_| ConfigError::Env { var, value: v }),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => Err(ConfigError::Env {
+            .map_err(|_| ConfigError::Env { var, value: v })?,
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            return Err(ConfigError::Env {
+                var,
+                value: v.to_string_lossy().into_owned(),
+            })
+        }
+    };
+    if value < min || value > max {
+        return Err(ConfigError::EnvRange {
             var,
-            value: v.to_string_lossy().into_owned(),
-        }),
+            value,
+            min,
+            max,
+        });
     }
+    Ok(Some(value))
 }
 
 fn build_default() -> Result<Scheduler, ConfigError> {
     let mut b = Scheduler::builder().name("gofer");
-    if let Some(n) = env_threads("GOFER_THREADS")? {
-        b = b.min_threads(n);
-    }
-    if let Some(n) = env_threads("GOFER_MAX_THREADS")? {
+    let min = env_threads("GOFER_THREADS", 0, MAX_THREADS_LIMIT)?.unwrap_or(0);
+    b = b.min_threads(min);
+    let resolved = resolve_min_threads(min);
+    if let Some(n) = env_threads("GOFER_MAX_THREADS", resolved, MAX_THREADS_LIMIT)? {
         b = b.max_threads(n);
     }
     b.build()
@@ -390,8 +450,11 @@ impl Scheduler {
     /// The process-wide default scheduler, started on first use.
     ///
     /// It has one Processer per CPU; the environment variables
-    /// `GOFER_THREADS` (min_threads) and `GOFER_MAX_THREADS` (max_threads)
-    /// override that. A malformed value is an error, returned every time.
+    /// `GOFER_THREADS` (min_threads: 0, meaning one per CPU, to
+    /// [`MAX_THREADS_LIMIT`]) and `GOFER_MAX_THREADS` (max_threads: 1 to
+    /// [`MAX_THREADS_LIMIT`], not below min_threads) override that. A
+    /// malformed or out-of-range value, or a thread that cannot start, is an
+    /// error, returned every time.
     pub fn default_scheduler() -> Result<Scheduler, ConfigError> {
         DEFAULT.get_or_init(build_default).clone()
     }
