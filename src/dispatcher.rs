@@ -48,6 +48,13 @@
 //!    therefore seen up to three intervals later than at the base rate. When
 //!    every Processer sleeps, park until a Processer wakes (no polling while
 //!    the scheduler is idle). See [`DispatchState::deep`] for the protocol.
+//!    Both waits are `thread::park` (with a timeout for the interval), never
+//!    `thread::sleep`: [`wake`] (shutdown, detach) ends either at once, so
+//!    stopping never waits out an interval.
+//!
+//! Every duration sum and product here saturates: the builder bounds the
+//! settings (`dispatch_interval` at most 1 s), and the Dispatcher does not
+//! rely on that to stay alive.
 
 use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
@@ -94,15 +101,21 @@ pub(crate) struct DispatchState {
     handle: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
+/// The Dispatcher thread's name for a scheduler named `name`.
+pub(crate) fn thread_name(name: &str) -> String {
+    format!("{name}-dispatcher")
+}
+
 /// Starts the Dispatcher thread if the scheduler can use one: with
 /// `max_threads == 1` there is nobody to rescue to and nothing to grow.
-pub(crate) fn start(shared: &Arc<Shared>) {
+/// Fails if the operating system refuses the thread.
+pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
     if shared.config.max_threads <= 1 {
-        return;
+        return Ok(());
     }
     let me = shared.clone();
     let h = std::thread::Builder::new()
-        .name(format!("{}-dispatcher", shared.config.name))
+        .name(thread_name(&shared.config.name))
         .spawn(move || {
             let _ = me.dispatch.thread.set(std::thread::current());
             // Sleep as close to the dispatch interval as the kernel can: the
@@ -112,12 +125,8 @@ pub(crate) fn start(shared: &Arc<Shared>) {
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
             Dispatcher::new(me).run();
         });
-    match h {
-        Ok(h) => *shared.dispatch.handle.lock() = Some(h),
-        Err(e) => {
-            eprintln!("gofer: cannot start the dispatcher thread ({e}); blocking detection is off")
-        }
-    }
+    *shared.dispatch.handle.lock() = Some(h?);
+    Ok(())
 }
 
 /// A Processer woke up: end the Dispatcher's deep sleep if it is in one.
@@ -136,7 +145,8 @@ pub(crate) fn processer_awake(shared: &Shared) {
     }
 }
 
-/// Wakes the Dispatcher (stop, detach).
+/// Wakes the Dispatcher (stop, detach), from a deep sleep or from the wait
+/// between two samples; it then re-checks whether to exit.
 pub(crate) fn wake(shared: &Shared) {
     shared.dispatch.deep.store(false, Ordering::SeqCst);
     if let Some(t) = shared.dispatch.thread.get() {
@@ -195,16 +205,26 @@ impl Dispatcher {
         }
     }
 
+    /// Whether the Dispatcher should leave: the scheduler stopped, or it is
+    /// detached with nothing left alive.
+    fn exiting(&self) -> bool {
+        let s = &self.shared;
+        // `stopped`: Acquire, pairs with the SeqCst store in
+        // `Shared::stop_threads_locked`. `detached` and `alive`: SeqCst, as
+        // in `Shared::should_exit`, against the SeqCst store of `detached`
+        // and the last task's decrement of `alive` (each followed by a wake).
+        s.stopped.load(Ordering::Acquire)
+            || (s.detached.load(Ordering::SeqCst) && s.alive.load(Ordering::SeqCst) == 0)
+    }
+
     fn run(mut self) {
         let base = self.shared.config.dispatch_interval;
         let mut interval = base;
         loop {
-            let s = &self.shared;
-            if s.stopped.load(Ordering::Acquire)
-                || (s.detached.load(Ordering::SeqCst) && s.alive.load(Ordering::SeqCst) == 0)
-            {
+            if self.exiting() {
                 return;
             }
+            let s = &self.shared;
             let procs = s.processers_snapshot();
             let (any_running, any_suspect) = self.sample(&procs);
             self.rescue_and_grow(&procs);
@@ -215,12 +235,39 @@ impl Dispatcher {
             interval = if any_suspect {
                 base
             } else {
-                (interval * 2).min(base * BACKOFF_MAX)
+                interval
+                    .saturating_mul(2)
+                    .min(base.saturating_mul(BACKOFF_MAX))
             };
             // Park while everything sleeps; otherwise sample again after
             // one interval.
             if any_running || !self.deep_sleep(&procs) {
-                std::thread::sleep(interval);
+                self.nap(interval);
+            }
+        }
+    }
+
+    /// Waits `d` between two samples, or less when [`wake`] says to exit.
+    ///
+    /// `park_timeout`, not `thread::sleep`: an unpark ends the wait at once.
+    /// An unpark that is not about exiting (a stale token from the deep
+    /// sleep protocol) only makes it park again for the time left. The
+    /// thread's timer slack (1 us) keeps the timeout as exact as a sleep.
+    fn nap(&self, d: Duration) {
+        let deadline = Instant::now().checked_add(d);
+        loop {
+            if self.exiting() {
+                return;
+            }
+            match deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    std::thread::park_timeout(left);
+                }
+                None => std::thread::park(),
             }
         }
     }
@@ -375,13 +422,15 @@ fn judge(cfg: &crate::scheduler::Config, p: &ProcesserShared, v: &mut View, now:
     }
     v.last_cpu = Some((now, cpu));
     let (t0, c0) = *v.first_cpu.get_or_insert((now, cpu));
-    if cfg.kernel_block_detection && v.sleepy >= KERNEL_SAMPLES && held >= cfg.dispatch_interval * 2
+    if cfg.kernel_block_detection
+        && v.sleepy >= KERNEL_SAMPLES
+        && held >= cfg.dispatch_interval.saturating_mul(2)
     {
         return true;
     }
     // A hog burns CPU; a thread that merely waits for a CPU (preempted) is
     // neither blocked nor a hog.
-    let busy = cpu.saturating_sub(c0) * 2 >= now.saturating_duration_since(t0);
+    let busy = cpu.saturating_sub(c0).saturating_mul(2) >= now.saturating_duration_since(t0);
     held >= cfg.block_timeout && busy
 }
 

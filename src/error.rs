@@ -41,6 +41,69 @@ pub enum ConfigError {
     },
     /// The thread name given to the builder contains a NUL byte.
     Name(String),
+    /// `min_threads` or `max_threads` is above
+    /// [`MAX_THREADS_LIMIT`](crate::MAX_THREADS_LIMIT). (A `max_threads` of 0
+    /// is below every `min_threads`, and reported as
+    /// [`MaxBelowMin`](Self::MaxBelowMin).)
+    ThreadCount {
+        /// The builder method that received the count.
+        setting: &'static str,
+        /// The requested count.
+        requested: usize,
+    },
+    /// A non-zero duration setting is outside its accepted range; the name
+    /// is the builder method. For `block_timeout`, `min` is raised to the
+    /// `dispatch_interval` when that is longer.
+    DurationRange {
+        /// The builder method that received the duration.
+        setting: &'static str,
+        /// The requested duration.
+        requested: Duration,
+        /// The shortest accepted duration.
+        min: Duration,
+        /// The longest accepted duration.
+        max: Duration,
+    },
+    /// An environment variable read for the default scheduler holds a whole
+    /// number outside the range its setting accepts.
+    EnvRange {
+        /// The variable's name.
+        var: &'static str,
+        /// Its value.
+        value: usize,
+        /// The smallest accepted value (for `GOFER_MAX_THREADS`, the resolved
+        /// `min_threads`).
+        min: usize,
+        /// The largest accepted value.
+        max: usize,
+    },
+    /// The operating system refused to start one of the scheduler's threads
+    /// while [`build`](crate::SchedulerBuilder::build) ran (too many threads
+    /// for its limits, or no memory for another thread stack). The threads
+    /// already started were stopped and joined before `build` returned.
+    ThreadStart {
+        /// The name of the thread that could not start.
+        thread: String,
+        /// How many threads of the scheduler had started (and were stopped).
+        started: usize,
+        /// The operating system's error number, when there is one.
+        errno: Option<i32>,
+        /// The operating system's error, as text.
+        error: String,
+    },
+}
+
+impl ConfigError {
+    /// A thread of the scheduler named `thread` could not start after
+    /// `started` others had.
+    pub(crate) fn thread_start(thread: String, started: usize, e: &std::io::Error) -> ConfigError {
+        ConfigError::ThreadStart {
+            thread,
+            started,
+            errno: e.raw_os_error(),
+            error: e.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -48,8 +111,10 @@ impl fmt::Display for ConfigError {
         match self {
             ConfigError::MaxBelowMin { min, max } => write!(
                 f,
-                "max_threads ({max}) is below min_threads ({min}); \
-                 max_threads must be at least min_threads (0 means the number of CPUs)"
+                "max_threads ({max}) is below min_threads ({min}); max_threads accepts \
+                 {min} to {limit} (at least min_threads), and min_threads accepts 0 to {limit} \
+                 (a min_threads of 0 stands for the number of CPUs)",
+                limit = crate::MAX_THREADS_LIMIT
             ),
             ConfigError::StackSize { requested } => write!(
                 f,
@@ -62,17 +127,99 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::Env { var, value } => write!(
                 f,
-                "environment variable {var}={value:?} is not valid; \
-                 expected a whole number of threads (0 means the number of CPUs)"
+                "environment variable {var}={value:?} is not valid; expected a whole number \
+                 of threads: {}",
+                env_accepts(var)
             ),
             ConfigError::Name(name) => {
                 write!(f, "thread name {name:?} contains a NUL byte")
+            }
+            ConfigError::ThreadCount { setting, requested } => write!(
+                f,
+                "{setting} ({requested}) is out of range; {}",
+                threads_accepted(setting)
+            ),
+            ConfigError::DurationRange {
+                setting,
+                requested,
+                min,
+                max,
+            } => {
+                write!(
+                    f,
+                    "{setting} ({requested:?}) is out of range; accepted: {min:?} to {max:?}"
+                )?;
+                if *setting == "block_timeout" {
+                    write!(
+                        f,
+                        " (block_timeout may not be shorter than dispatch_interval)"
+                    )?;
+                }
+                Ok(())
+            }
+            ConfigError::EnvRange {
+                var,
+                value,
+                min,
+                max,
+            } => {
+                write!(
+                    f,
+                    "environment variable {var}={value} is out of range; accepted: {min}"
+                )?;
+                if *min == 0 {
+                    write!(f, " (one Processer per CPU)")?;
+                }
+                write!(f, " to {max}")?;
+                if *var == "GOFER_MAX_THREADS" {
+                    write!(f, " (at least 1, and not below min_threads, here {min})")?;
+                }
+                Ok(())
+            }
+            ConfigError::ThreadStart {
+                thread,
+                started,
+                error,
+                ..
+            } => {
+                write!(f, "cannot start thread {thread:?}: {error}; ")?;
+                match started {
+                    0 => write!(f, "no other thread of the scheduler had started")?,
+                    n => write!(
+                        f,
+                        "the {n} thread(s) of the scheduler already started were stopped"
+                    )?,
+                }
+                write!(
+                    f,
+                    " (fewer min_threads, or a higher limit on threads or memory, lets it start)"
+                )
             }
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// What a thread-count builder setting accepts, as text.
+fn threads_accepted(setting: &str) -> String {
+    let limit = crate::MAX_THREADS_LIMIT;
+    if setting == "max_threads" {
+        format!("max_threads accepts 1 to {limit}, and not below min_threads")
+    } else {
+        format!("{setting} accepts 0 (one Processer per CPU) to {limit}")
+    }
+}
+
+/// What a thread-count environment variable accepts, as text.
+fn env_accepts(var: &str) -> String {
+    let limit = crate::MAX_THREADS_LIMIT;
+    if var == "GOFER_MAX_THREADS" {
+        format!("{var} accepts 1 to {limit}, and not below min_threads")
+    } else {
+        format!("{var} accepts 0 (one Processer per CPU) to {limit}")
+    }
+}
 
 /// Why [`Builder::spawn`](crate::Builder::spawn) could not start a task.
 #[derive(Debug)]

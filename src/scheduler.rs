@@ -5,12 +5,16 @@
 //!
 //! 1. `build()` validates the configuration and starts `min_threads` core
 //!    Processer threads (and the Dispatcher thread when there is something
-//!    to watch). The timer thread starts on first use.
+//!    to watch). The timer thread starts on first use. A thread the OS
+//!    refuses to start makes `build()` stop and join the threads it started
+//!    and return `ConfigError::ThreadStart`.
 //! 2. Tasks are admitted by `spawn`: `alive += 1` before the task is
 //!    queued, `alive -= 1` when it finishes.
 //! 3. `shutdown` sets `closing` (spawns from outside the scheduler are now
 //!    refused; tasks may still spawn children), waits until `alive == 0`,
-//!    then sets `stopped`, wakes every Processer, and joins every thread.
+//!    then sets `stopped`, wakes every Processer, and joins every thread,
+//!    holding `stop_lock` while it joins: a concurrent call waits for it,
+//!    so every call returns only once every thread is gone.
 //!    A parked task that nobody wakes keeps `alive` above zero: shutdown
 //!    waits for it forever, and `shutdown_timeout` reports it. Nothing frees
 //!    the stack of an unfinished task.
@@ -47,13 +51,36 @@ use crate::timer::Timers;
 
 /// Default cap on Processer threads when `max_threads` is not set.
 pub const DEFAULT_MAX_THREADS: usize = 64;
+/// The most Processer threads one scheduler accepts: the upper bound of
+/// `min_threads` and `max_threads`, and of `GOFER_THREADS` and
+/// `GOFER_MAX_THREADS`.
+///
+/// A fixed bound, so that a typo cannot start tens of thousands of threads.
+/// Each Processer thread costs a 2 MiB stack reservation (RSS only for what
+/// it touches), two memory mappings for that stack and two for its signal
+/// stack, and one entry against the process's `RLIMIT_NPROC` and the
+/// system's `kernel.threads-max`; it holds no file descriptor.
+pub const MAX_THREADS_LIMIT: usize = 4096;
 /// Default time a task may run without switching before its Processer is
 /// considered blocked.
 pub const DEFAULT_BLOCK_TIMEOUT: Duration = Duration::from_millis(10);
+/// Shortest accepted `block_timeout` (it may not be shorter than the
+/// `dispatch_interval` either).
+pub const MIN_BLOCK_TIMEOUT: Duration = Duration::from_micros(100);
+/// Longest accepted `block_timeout`.
+pub const MAX_BLOCK_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// Default fastest sampling period of the Dispatcher.
 pub const DEFAULT_DISPATCH_INTERVAL: Duration = Duration::from_micros(100);
+/// Shortest accepted `dispatch_interval`.
+pub const MIN_DISPATCH_INTERVAL: Duration = Duration::from_micros(10);
+/// Longest accepted `dispatch_interval`.
+pub const MAX_DISPATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// Default time an extra Processer stays idle before its thread exits.
 pub const DEFAULT_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(3);
+/// Shortest accepted `idle_thread_timeout`.
+pub const MIN_IDLE_THREAD_TIMEOUT: Duration = Duration::from_millis(1);
+/// Longest accepted `idle_thread_timeout`.
+pub const MAX_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A validated scheduler configuration.
 #[derive(Clone, Debug)]
@@ -117,7 +144,12 @@ impl Default for SchedulerBuilder {
 
 impl SchedulerBuilder {
     /// Processers started at build, which live until shutdown; `0` (the
-    /// default) means the number of CPUs.
+    /// default) means the number of CPUs. Accepted: 0 to
+    /// [`MAX_THREADS_LIMIT`] (4096).
+    ///
+    /// Threads are started one after another, and `build` returns
+    /// [`ConfigError::ThreadStart`] (after stopping those already started)
+    /// if the operating system refuses one.
     pub fn min_threads(mut self, n: usize) -> Self {
         self.min_threads = n;
         self
@@ -125,9 +157,10 @@ impl SchedulerBuilder {
 
     /// The cap on Processer threads, including the extra ones the Dispatcher
     /// starts when every Processer is blocked. Default:
-    /// `max(min_threads, 64)`. Must be at least `min_threads`. Threads that
-    /// lend themselves to the scheduler inside [`Scheduler::block_on`] are
-    /// not counted: they belong to the caller.
+    /// `max(min_threads, 64)`. Accepted: 1 to [`MAX_THREADS_LIMIT`] (4096),
+    /// and not below `min_threads` (once `0` is resolved to the number of
+    /// CPUs). Threads that lend themselves to the scheduler inside
+    /// [`Scheduler::block_on`] are not counted: they belong to the caller.
     pub fn max_threads(mut self, n: usize) -> Self {
         self.max_threads = Some(n);
         self
@@ -150,21 +183,28 @@ impl SchedulerBuilder {
 
     /// How long a task may run without switching out before its Processer
     /// is considered blocked and its queued tasks are moved elsewhere.
-    /// Default 10 ms. Must be non-zero.
+    /// Default 10 ms. Accepted: [`MIN_BLOCK_TIMEOUT`] (100 us) to
+    /// [`MAX_BLOCK_TIMEOUT`] (1 hour), and not shorter than the
+    /// `dispatch_interval`.
     pub fn block_timeout(mut self, d: Duration) -> Self {
         self.block_timeout = d;
         self
     }
 
-    /// The Dispatcher's fastest sampling period. Default 100 us. Must be
-    /// non-zero.
+    /// The Dispatcher's fastest sampling period. Default 100 us. Accepted:
+    /// [`MIN_DISPATCH_INTERVAL`] (10 us) to [`MAX_DISPATCH_INTERVAL`] (1 s).
+    ///
+    /// A kernel-blocked Processer is caught about three intervals after it
+    /// blocked; shutdown does not wait for the Dispatcher's current interval
+    /// to run out.
     pub fn dispatch_interval(mut self, d: Duration) -> Self {
         self.dispatch_interval = d;
         self
     }
 
     /// How long an extra Processer (beyond `min_threads`) stays idle before
-    /// its thread exits. Default 3 s. Must be non-zero.
+    /// its thread exits. Default 3 s. Accepted: [`MIN_IDLE_THREAD_TIMEOUT`]
+    /// (1 ms) to [`MAX_IDLE_THREAD_TIMEOUT`] (1 day).
     pub fn idle_thread_timeout(mut self, d: Duration) -> Self {
         self.idle_thread_timeout = d;
         self
@@ -205,11 +245,15 @@ impl SchedulerBuilder {
     }
 
     fn validate(self) -> Result<Config, ConfigError> {
-        let min = if self.min_threads == 0 {
-            num_cpus::get().max(1)
-        } else {
-            self.min_threads
-        };
+        for (setting, requested) in [
+            ("min_threads", self.min_threads),
+            ("max_threads", self.max_threads.unwrap_or(0)),
+        ] {
+            if requested > MAX_THREADS_LIMIT {
+                return Err(ConfigError::ThreadCount { setting, requested });
+            }
+        }
+        let min = resolve_min_threads(self.min_threads);
         let max = self.max_threads.unwrap_or(min.max(DEFAULT_MAX_THREADS));
         if max < min {
             return Err(ConfigError::MaxBelowMin { min, max });
@@ -226,6 +270,35 @@ impl SchedulerBuilder {
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroDuration { setting });
+            }
+        }
+        for (setting, requested, min, max) in [
+            (
+                "dispatch_interval",
+                self.dispatch_interval,
+                MIN_DISPATCH_INTERVAL,
+                MAX_DISPATCH_INTERVAL,
+            ),
+            (
+                "block_timeout",
+                self.block_timeout,
+                MIN_BLOCK_TIMEOUT.max(self.dispatch_interval),
+                MAX_BLOCK_TIMEOUT,
+            ),
+            (
+                "idle_thread_timeout",
+                self.idle_thread_timeout,
+                MIN_IDLE_THREAD_TIMEOUT,
+                MAX_IDLE_THREAD_TIMEOUT,
+            ),
+        ] {
+            if requested < min || requested > max {
+                return Err(ConfigError::DurationRange {
+                    setting,
+                    requested,
+                    min,
+                    max,
+                });
             }
         }
         if self.name.contains('\0') {
@@ -245,22 +318,49 @@ impl SchedulerBuilder {
         })
     }
 
-    /// Validates the settings and starts the core Processer threads.
+    /// Validates the settings and starts the core Processer threads and the
+    /// Dispatcher.
+    ///
+    /// Errors: a setting out of range ([`ConfigError`] names it and what it
+    /// accepts), or a thread the operating system refuses to start
+    /// ([`ConfigError::ThreadStart`]); in the latter case the threads already
+    /// started are stopped and joined before `build` returns.
     pub fn build(self) -> Result<Scheduler, ConfigError> {
         let config = self.validate()?;
         crate::overflow::install();
         crate::panic_hook::install();
         let shared = Shared::new(config);
-        for _ in 0..shared.config.min_threads {
+        for started in 0..shared.config.min_threads {
             if let Err(e) = shared.start_processer(Kind::Core) {
                 shared.stop_threads();
-                panic!("gofer: cannot start a Processer thread: {e}");
+                // Nothing else allocates slot indices before build returns,
+                // so the failed Processer's index is the count started.
+                let thread = format!("{}-{started}", shared.config.name);
+                return Err(ConfigError::thread_start(thread, started, &e));
             }
         }
-        crate::dispatcher::start(&shared);
+        if let Err(e) = crate::dispatcher::start(&shared) {
+            shared.stop_threads();
+            let thread = crate::dispatcher::thread_name(&shared.config.name);
+            return Err(ConfigError::thread_start(
+                thread,
+                shared.config.min_threads,
+                &e,
+            ));
+        }
         Ok(Scheduler {
             handle: Arc::new(Handle { shared }),
         })
+    }
+}
+
+/// `min_threads` with `0` resolved to the number of CPUs (capped at
+/// [`MAX_THREADS_LIMIT`]).
+fn resolve_min_threads(n: usize) -> usize {
+    if n == 0 {
+        num_cpus::get().clamp(1, MAX_THREADS_LIMIT)
+    } else {
+        n
     }
 }
 
@@ -304,27 +404,38 @@ impl fmt::Debug for Scheduler {
 
 static DEFAULT: OnceLock<Result<Scheduler, ConfigError>> = OnceLock::new();
 
-fn env_threads(var: &'static str) -> Result<Option<usize>, ConfigError> {
-    match std::env::var(var) {
+/// Reads a thread-count environment variable, accepting `min..=max`.
+fn env_threads(var: &'static str, min: usize, max: usize) -> Result<Option<usize>, ConfigError> {
+    let value = match std::env::var(var) {
         Ok(v) => v
             .trim()
             .parse::<usize>()
-            .map(Some)
-            .map_err(|_| ConfigError::Env { var, value: v }),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => Err(ConfigError::Env {
+            .map_err(|_| ConfigError::Env { var, value: v })?,
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            return Err(ConfigError::Env {
+                var,
+                value: v.to_string_lossy().into_owned(),
+            })
+        }
+    };
+    if value < min || value > max {
+        return Err(ConfigError::EnvRange {
             var,
-            value: v.to_string_lossy().into_owned(),
-        }),
+            value,
+            min,
+            max,
+        });
     }
+    Ok(Some(value))
 }
 
 fn build_default() -> Result<Scheduler, ConfigError> {
     let mut b = Scheduler::builder().name("gofer");
-    if let Some(n) = env_threads("GOFER_THREADS")? {
-        b = b.min_threads(n);
-    }
-    if let Some(n) = env_threads("GOFER_MAX_THREADS")? {
+    let min = env_threads("GOFER_THREADS", 0, MAX_THREADS_LIMIT)?.unwrap_or(0);
+    b = b.min_threads(min);
+    let resolved = resolve_min_threads(min);
+    if let Some(n) = env_threads("GOFER_MAX_THREADS", resolved, MAX_THREADS_LIMIT)? {
         b = b.max_threads(n);
     }
     b.build()
@@ -339,8 +450,11 @@ impl Scheduler {
     /// The process-wide default scheduler, started on first use.
     ///
     /// It has one Processer per CPU; the environment variables
-    /// `GOFER_THREADS` (min_threads) and `GOFER_MAX_THREADS` (max_threads)
-    /// override that. A malformed value is an error, returned every time.
+    /// `GOFER_THREADS` (min_threads: 0, meaning one per CPU, to
+    /// [`MAX_THREADS_LIMIT`]) and `GOFER_MAX_THREADS` (max_threads: 1 to
+    /// [`MAX_THREADS_LIMIT`], not below min_threads) override that. A
+    /// malformed or out-of-range value, or a thread that cannot start, is an
+    /// error, returned every time.
     pub fn default_scheduler() -> Result<Scheduler, ConfigError> {
         DEFAULT.get_or_init(build_default).clone()
     }
@@ -417,7 +531,9 @@ impl Scheduler {
     ///
     /// After it returns, spawning on this scheduler fails with
     /// [`SpawnError::Shutdown`]. Waits forever for a task that never
-    /// finishes; see [`shutdown_timeout`](Self::shutdown_timeout).
+    /// finishes; see [`shutdown_timeout`](Self::shutdown_timeout). Several
+    /// calls may run at once (from several threads): each returns only once
+    /// every thread of the scheduler has been joined.
     ///
     /// # Panics
     /// When called from a task of this same scheduler (it would wait for
@@ -432,6 +548,11 @@ impl Scheduler {
     /// saying how many tasks are still alive. The scheduler keeps running
     /// them (spawns from outside stay refused); call `shutdown` again to go
     /// on waiting.
+    ///
+    /// A `timeout` too long to be represented as a deadline (such as
+    /// `Duration::MAX`) means no deadline: the call waits like `shutdown`.
+    /// If every task has finished but another call is still joining the
+    /// threads when `timeout` runs out, the error says `alive: 0`.
     pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownError> {
         self.handle.shared.shutdown(Some(timeout))
     }
@@ -478,6 +599,10 @@ pub(crate) struct Shared {
     pub(crate) detached: AtomicBool,
     done_lock: Mutex<()>,
     done_cv: Condvar,
+    /// Held by the call that stops and joins the threads, for as long as it
+    /// joins: a concurrent shutdown waits on it, so it too returns only once
+    /// every thread has been joined.
+    stop_lock: Mutex<()>,
     join_handles: Mutex<Vec<std::thread::JoinHandle<()>>>,
     stack_pool: Mutex<StackPool>,
     /// errno of the last failed stack allocation; 0 when stacks can be had.
@@ -510,6 +635,7 @@ impl Shared {
             detached: AtomicBool::new(false),
             done_lock: Mutex::new(()),
             done_cv: Condvar::new(),
+            stop_lock: Mutex::new(()),
             join_handles: Mutex::new(Vec::new()),
             stack_pool: Mutex::new(pool),
             stack_errno: AtomicI32::new(0),
@@ -923,44 +1049,78 @@ impl Shared {
             return Err(ShutdownError::FromOwnTask);
         }
         let start = Instant::now();
+        // A timeout past what an Instant can hold is no deadline at all.
+        let deadline = timeout.and_then(|t| start.checked_add(t));
+        let timed_out = || ShutdownError::TimedOut {
+            waited: start.elapsed(),
+            alive: self.alive.load(Ordering::SeqCst),
+        };
         self.closing.store(true, Ordering::SeqCst);
         // Pending after/every timers would hold `alive` up: cancel them.
         self.timers.cancel_user_timers();
         {
             let mut g = self.done_lock.lock();
             while self.alive.load(Ordering::SeqCst) != 0 {
-                match timeout {
+                match deadline {
                     None => self.done_cv.wait(&mut g),
-                    Some(t) => {
-                        let deadline = start + t;
+                    Some(deadline) => {
                         if self.done_cv.wait_until(&mut g, deadline).timed_out()
                             && self.alive.load(Ordering::SeqCst) != 0
                         {
-                            return Err(ShutdownError::TimedOut {
-                                waited: start.elapsed(),
-                                alive: self.alive.load(Ordering::SeqCst),
-                            });
+                            return Err(timed_out());
                         }
                     }
                 }
             }
         }
-        self.stop_threads();
+        // Another call may be joining the threads: wait for it (within the
+        // deadline), then find nothing left to join.
+        let joining = if processer::on_scheduler(self) {
+            // A Processer thread of this scheduler outside any task (a
+            // destructor its loop runs) cannot wait to be joined itself.
+            match self.stop_lock.try_lock() {
+                Some(g) => g,
+                None => return Ok(()),
+            }
+        } else {
+            match deadline {
+                None => self.stop_lock.lock(),
+                Some(deadline) => match self.stop_lock.try_lock_until(deadline) {
+                    Some(g) => g,
+                    None => return Err(timed_out()),
+                },
+            }
+        };
+        self.stop_threads_locked();
+        drop(joining);
         Ok(())
     }
 
     /// Stops and joins every thread of the scheduler.
     fn stop_threads(&self) {
+        let _joining = self.stop_lock.lock();
+        self.stop_threads_locked();
+    }
+
+    /// [`stop_threads`](Self::stop_threads), with `stop_lock` held by the
+    /// caller for the whole time, so that a concurrent caller cannot return
+    /// while threads are still being joined.
+    fn stop_threads_locked(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         self.wake_all();
-        let handles = std::mem::take(&mut *self.join_handles.lock());
         let me = std::thread::current().id();
-        for h in handles {
-            if h.thread().id() != me {
-                let _ = h.join();
+        let join_all = || {
+            let handles = std::mem::take(&mut *self.join_handles.lock());
+            for h in handles {
+                if h.thread().id() != me {
+                    let _ = h.join();
+                }
             }
-        }
+        };
+        join_all();
         crate::dispatcher::join(self);
+        // An extra Processer the Dispatcher started before it saw `stopped`.
+        join_all();
         self.timers.stop();
     }
 

@@ -154,3 +154,44 @@ pub fn thread_id() -> std::thread::ThreadId {
 pub fn thread_name() -> String {
     std::hint::black_box(std::thread::current().name().unwrap_or("").to_string())
 }
+
+/// Names of this process's threads whose name starts with `prefix` (Linux
+/// keeps the first 15 bytes of a thread name) and that have not begun to
+/// exit.
+///
+/// A thread that has begun to exit in the kernel (`PF_EXITING` in the
+/// flags of `/proc/self/task/<tid>/stat`) counts as gone: `pthread_join`
+/// returns once the kernel clears the thread's id, which it does after
+/// setting `PF_EXITING` and before it stops listing the thread in `/proc`.
+/// So right after a join, the joined thread is either absent or exiting,
+/// while a thread still running Rust code is neither.
+pub fn live_threads_named(prefix: &str) -> Vec<String> {
+    const PF_EXITING: u64 = 0x4;
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(comm) = std::fs::read_to_string(e.path().join("comm")) else {
+            continue; // gone meanwhile
+        };
+        let comm = comm.trim_end().to_string();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // "tid (comm) S ppid pgrp session tty tpgid flags ...": the flags are
+        // the 7th field after the closing parenthesis.
+        let flags = stat
+            .rfind(')')
+            .and_then(|close| stat[close + 1..].split_whitespace().nth(6))
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0);
+        if flags & PF_EXITING == 0 {
+            out.push(comm);
+        }
+    }
+    out
+}

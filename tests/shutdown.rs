@@ -1,0 +1,218 @@
+//! Shutdown: a timeout too long to be a deadline, concurrent calls, and a
+//! Dispatcher that is between two samples when the scheduler stops.
+//!
+//! Each case runs in a child process with a watchdog, since the failures
+//! it guards against are a panic or a wait that never ends.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use common::{
+    child_scenario, describe, live_threads_named, run_child_watched, wait_until, PATIENCE,
+};
+use gofer::{Builder, Scheduler, SpawnError};
+
+/// The watchdog's limit for one child: generous, the machine is shared.
+const CHILD_LIMIT: Duration = Duration::from_secs(120);
+
+fn sched(name: &str, threads: usize) -> Scheduler {
+    Scheduler::builder()
+        .min_threads(threads)
+        .max_threads(threads)
+        .name(name)
+        .build()
+        .expect("valid scheduler config")
+}
+
+/// Runs `test` as a child in `scenario` and asserts that it printed
+/// `CHILD-OK` and exited successfully before the watchdog fired.
+fn expect_child_ok(test: &str, scenario: &str) {
+    let out = run_child_watched(test, scenario, &[], CHILD_LIMIT)
+        .unwrap_or_else(|| panic!("child {test}/{scenario} hung (killed after {CHILD_LIMIT:?})"));
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),
+        "{}",
+        describe(&out)
+    );
+}
+
+/// Whether spawning from outside is refused: shutdown has begun.
+fn closing(s: &Scheduler) -> bool {
+    matches!(
+        Builder::new().scheduler(s).spawn(|| ()),
+        Err(SpawnError::Shutdown)
+    )
+}
+
+// ---------------------------------------------------------------- Duration::MAX
+
+const MAX_TEST: &str = "shutdown_timeout_with_duration_max_means_no_deadline";
+
+#[test]
+fn shutdown_timeout_with_duration_max_means_no_deadline() {
+    if child_scenario().as_deref() != Some("max") {
+        return expect_child_ok(MAX_TEST, "max");
+    }
+    let s = sched("tomax", 2);
+    let (tx, rx) = mpsc::channel();
+    let release = Arc::new(AtomicBool::new(false));
+    let r = release.clone();
+    s.spawn(move || {
+        tx.send(gofer::current()).expect("receiver alive");
+        while !r.load(Ordering::Acquire) {
+            gofer::park();
+        }
+    });
+    let parked = rx.recv_timeout(PATIENCE).expect("the task started");
+    let s2 = s.clone();
+    let shutter = std::thread::spawn(move || s2.shutdown_timeout(Duration::MAX));
+    // The call has begun (it refuses spawns from outside) and waits: with
+    // no deadline it neither panics nor gives up while the task is parked.
+    wait_until("shutdown has begun", || {
+        closing(&s) || shutter.is_finished()
+    });
+    assert!(
+        !shutter.is_finished(),
+        "shutdown_timeout(MAX) returned early"
+    );
+    release.store(true, Ordering::Release);
+    parked.unpark();
+    assert_eq!(shutter.join().expect("shutdown_timeout panicked"), Ok(()));
+    assert_eq!(s.stats().threads, 0);
+    assert_eq!(live_threads_named("tomax-"), Vec::<String>::new());
+    // Again on a stopped scheduler, and with other unrepresentable spans.
+    assert_eq!(s.shutdown_timeout(Duration::MAX), Ok(()));
+    assert_eq!(s.shutdown_timeout(Duration::from_secs(u64::MAX)), Ok(()));
+    println!("CHILD-OK");
+}
+
+// ---------------------------------------------------------------- concurrent calls
+
+const CONCURRENT_TEST: &str = "concurrent_shutdowns_both_return_after_every_thread_is_joined";
+
+/// Rounds of two racing shutdown calls: enough to catch a late caller that
+/// returns while the first is still joining.
+const ROUNDS: usize = 40;
+
+#[test]
+fn concurrent_shutdowns_both_return_after_every_thread_is_joined() {
+    if child_scenario().as_deref() != Some("concurrent") {
+        return expect_child_ok(CONCURRENT_TEST, "concurrent");
+    }
+    for round in 0..ROUNDS {
+        let s = sched("cshut", 4);
+        // Work in flight, so that the threads are busy when the calls start.
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        gofer::yield_now();
+                    }
+                })
+            })
+            .collect();
+        let start = Arc::new(Barrier::new(2));
+        let callers: Vec<_> = (0..2)
+            .map(|k| {
+                let (s, start) = (s.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    // Every other round, one of the two is a shutdown_timeout.
+                    if k == 1 && round % 2 == 1 {
+                        assert_eq!(s.shutdown_timeout(PATIENCE), Ok(()));
+                    } else {
+                        s.shutdown();
+                    }
+                    (live_threads_named("cshut-"), s.stats().threads)
+                })
+            })
+            .collect();
+        for (k, c) in callers.into_iter().enumerate() {
+            let (left, threads) = c.join().expect("a shutdown call panicked");
+            assert!(
+                left.is_empty() && threads == 0,
+                "round {round}, call {k}: returned while threads of the scheduler still ran: \
+                 {left:?} ({threads} counted)"
+            );
+        }
+        for t in tasks {
+            t.join().expect("task returned");
+        }
+    }
+    println!("CHILD-OK");
+}
+
+// ---------------------------------------------------------------- the Dispatcher's wait
+
+/// A scheduler whose Dispatcher samples once a second.
+fn slow_dispatcher(name: &str) -> Scheduler {
+    Scheduler::builder()
+        .min_threads(2)
+        .max_threads(2)
+        .dispatch_interval(Duration::from_secs(1))
+        .block_timeout(Duration::from_secs(1))
+        .name(name)
+        .build()
+        .expect("a 1 s dispatch interval is in range")
+}
+
+/// Shutting down must not wait for the Dispatcher's 1 s interval to run out.
+/// A generous bound: a stop that waits out the interval takes 1 s or more.
+const STOP_BOUND: Duration = Duration::from_millis(500);
+
+const IDLE_TEST: &str = "shutdown_of_an_idle_scheduler_does_not_wait_out_the_dispatch_interval";
+
+#[test]
+fn shutdown_of_an_idle_scheduler_does_not_wait_out_the_dispatch_interval() {
+    if child_scenario().as_deref() != Some("idle") {
+        return expect_child_ok(IDLE_TEST, "idle");
+    }
+    for round in 0..3 {
+        let s = slow_dispatcher("idle1s");
+        // A task wakes a Processer, which wakes the Dispatcher: it samples
+        // and then waits its interval.
+        assert_eq!(s.spawn(|| 5).join().expect("returned"), 5);
+        let t0 = Instant::now();
+        s.shutdown();
+        let took = t0.elapsed();
+        assert!(
+            took < STOP_BOUND,
+            "round {round}: shutting down an idle scheduler took {took:?}"
+        );
+        assert_eq!(live_threads_named("idle1s-"), Vec::<String>::new());
+    }
+    println!("CHILD-OK");
+}
+
+const AFTER_SAMPLE_TEST: &str =
+    "shutdown_right_after_a_dispatcher_sample_does_not_wait_out_the_dispatch_interval";
+
+#[test]
+fn shutdown_right_after_a_dispatcher_sample_does_not_wait_out_the_dispatch_interval() {
+    if child_scenario().as_deref() != Some("after-sample") {
+        return expect_child_ok(AFTER_SAMPLE_TEST, "after-sample");
+    }
+    let s = slow_dispatcher("nap1s");
+    // A task that blocks its thread in the kernel: the Dispatcher marks its
+    // Processer blocked at a sample, then waits a whole interval.
+    let (tx, rx) = mpsc::channel::<()>();
+    let blocker = s.spawn(move || rx.recv().expect("sender alive"));
+    wait_until("the Dispatcher marks the Processer blocked", || {
+        s.stats().blocked_detections >= 1
+    });
+    // The Dispatcher has just begun its 1 s wait.
+    tx.send(()).expect("the task waits");
+    let t0 = Instant::now();
+    s.shutdown();
+    let took = t0.elapsed();
+    assert!(
+        took < STOP_BOUND,
+        "shutdown during the Dispatcher's wait took {took:?}"
+    );
+    blocker.join().expect("the task returned");
+    assert_eq!(live_threads_named("nap1s-"), Vec::<String>::new());
+    println!("CHILD-OK");
+}
