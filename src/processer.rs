@@ -186,6 +186,10 @@ pub(crate) struct ProcLocal {
     gc: RefCell<Vec<Runnable>>,
     pool: RefCell<StackPool>,
     tick: Cell<u32>,
+    /// This thread's copy of the scheduler's Processer table, and the
+    /// table generation it was taken at (refreshed when that changes, so a
+    /// steal does not touch the table's lock and reference count).
+    table: RefCell<(u64, Arc<Vec<Arc<ProcesserShared>>>)>,
     /// Plain copy of the switch counter (the owner's view).
     switches: Cell<u64>,
     /// The task currently switched in.
@@ -269,6 +273,7 @@ impl ProcLocal {
         runnable: Worker<Runnable>,
     ) -> Self {
         let size = sched.config.stack_size;
+        let table = RefCell::new((sched.processers_gen(), sched.processers_snapshot()));
         ProcLocal {
             p,
             sched,
@@ -277,6 +282,7 @@ impl ProcLocal {
             gc: RefCell::new(Vec::new()),
             pool: RefCell::new(StackPool::new(size, stack::LOCAL_POOL_MAX)),
             tick: Cell::new(0),
+            table,
             switches: Cell::new(0),
             current: Cell::new(std::ptr::null()),
             idle_since: Cell::new(None),
@@ -344,7 +350,12 @@ impl ProcLocal {
     /// Steals from another Processer of the scheduler: half of its runnable
     /// queue, or a batch of its new queue.
     fn steal(&self) -> Option<Runnable> {
-        let others = self.sched.processers_snapshot();
+        let gen = self.sched.processers_gen();
+        if self.table.borrow().0 != gen {
+            *self.table.borrow_mut() = (gen, self.sched.processers_snapshot());
+        }
+        let table = self.table.borrow();
+        let others = &table.1;
         let n = others.len();
         if n <= 1 {
             return None;

@@ -451,8 +451,13 @@ fn resume<T>(e: crate::JoinError) -> T {
 /// State shared by every Processer, the Dispatcher and the handles.
 pub(crate) struct Shared {
     pub(crate) config: Config,
-    /// Live Processers (copy-on-write: readers clone the `Arc`).
+    /// Live Processers, sorted by slot index (copy-on-write: readers clone
+    /// the `Arc`). Indices only grow, so a lookup by index is a binary
+    /// search ([`find_processer`]).
     procs: RwLock<Arc<Vec<Arc<ProcesserShared>>>>,
+    /// +1 at every change of `procs`, so that a Processer can keep its own
+    /// copy of the table and refresh it only when it changed.
+    procs_gen: AtomicU64,
     /// Next Processer slot index.
     next_index: AtomicUsize,
     /// Round-robin cursor for pushes with no home.
@@ -494,6 +499,7 @@ impl Shared {
         Arc::new(Shared {
             config,
             procs: RwLock::new(Arc::new(Vec::new())),
+            procs_gen: AtomicU64::new(0),
             next_index: AtomicUsize::new(0),
             rr: AtomicUsize::new(0),
             alive: AtomicUsize::new(0),
@@ -518,17 +524,30 @@ impl Shared {
         })
     }
 
-    /// The live Processers.
+    /// The live Processers, sorted by slot index.
     pub(crate) fn processers_snapshot(&self) -> Arc<Vec<Arc<ProcesserShared>>> {
         self.procs.read().clone()
+    }
+
+    /// The table's generation: it changes whenever the table does. Relaxed:
+    /// a reader that sees an old value keeps an older table a little longer,
+    /// which only a thief uses, and only as a list of victims.
+    pub(crate) fn processers_gen(&self) -> u64 {
+        self.procs_gen.load(Ordering::Relaxed)
     }
 
     pub(crate) fn register(&self, p: Arc<ProcesserShared>) {
         {
             let mut w = self.procs.write();
-            let mut v = Vec::clone(&w);
+            let mut v = Vec::with_capacity(w.len() + 1);
+            // Indices come from a counter, but two threads may register out
+            // of order: insert in place to keep the table sorted.
+            let at = w.partition_point(|q| q.index < p.index);
+            v.extend_from_slice(&w[..at]);
             v.push(p);
+            v.extend_from_slice(&w[at..]);
             *w = Arc::new(v);
+            self.procs_gen.fetch_add(1, Ordering::Relaxed);
         }
         // A new Processer is awake: the Dispatcher must watch it.
         crate::dispatcher::processer_awake(self);
@@ -536,8 +555,14 @@ impl Shared {
 
     pub(crate) fn unregister(&self, p: &Arc<ProcesserShared>) {
         let mut w = self.procs.write();
-        let v: Vec<_> = w.iter().filter(|q| !Arc::ptr_eq(q, p)).cloned().collect();
+        let Ok(at) = w.binary_search_by_key(&p.index, |q| q.index) else {
+            return;
+        };
+        let mut v = Vec::with_capacity(w.len() - 1);
+        v.extend_from_slice(&w[..at]);
+        v.extend_from_slice(&w[at + 1..]);
         *w = Arc::new(v);
+        self.procs_gen.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Starts one Processer thread of the given kind.
@@ -730,6 +755,8 @@ impl Shared {
         true
     }
 
+    /// Chooses the Processer for a task pushed from outside: its pin, its
+    /// home, a sleeper, or the next in round-robin order.
     fn pick_target(
         &self,
         procs: &[Arc<ProcesserShared>],
@@ -740,12 +767,12 @@ impl Shared {
         };
         if let Some(pin) = r.header().pin {
             let live = |p: &&Arc<ProcesserShared>| !p.retired.load(Ordering::Relaxed);
-            if let Some(p) = procs.iter().find(|p| p.index == pin).filter(live) {
+            if let Some(p) = find_processer(procs, pin).filter(live) {
                 return Some(p.clone());
             }
         }
         let home = r.header().home.load(Ordering::Relaxed);
-        if let Some(p) = procs.iter().find(|p| p.index == home).filter(usable) {
+        if let Some(p) = find_processer(procs, home).filter(usable) {
             return Some(p.clone());
         }
         if let Some(p) = procs
@@ -976,6 +1003,18 @@ impl Shared {
             processers,
         }
     }
+}
+
+/// The Processer of slot `index` in a table sorted by index (see
+/// `Shared::procs`), if it is there.
+pub(crate) fn find_processer(
+    procs: &[Arc<ProcesserShared>],
+    index: usize,
+) -> Option<&Arc<ProcesserShared>> {
+    procs
+        .binary_search_by_key(&index, |p| p.index)
+        .ok()
+        .map(|i| &procs[i])
 }
 
 /// The scheduler to spawn on when none is named: the current task's, else
