@@ -418,14 +418,20 @@ impl ProcLocal {
                 break;
             }
             visited += 1;
-            loop {
+            // `is_empty` first: a steal from a runnable queue pins
+            // crossbeam's epoch even when the queue is empty, and every
+            // 128th pin walks the list of every thread that uses it (every
+            // Processer). The check makes the same loads the steal would
+            // make first (a SeqCst fence between them), so the sleep
+            // re-check sees what a steal would.
+            while !v.stealer.is_empty() {
                 match v.stealer.steal_batch_and_pop(&self.runnable) {
                     Steal::Success(t) => return Some(t),
                     Steal::Retry => continue,
                     Steal::Empty => break,
                 }
             }
-            loop {
+            while !v.new.is_empty() {
                 match v.new.steal_batch_and_pop(&self.runnable) {
                     Steal::Success(t) => return Some(t),
                     Steal::Retry => continue,
