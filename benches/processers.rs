@@ -5,7 +5,9 @@
 //! - **1,000 tasks**: spawn 1,000 no-op tasks from this (outside) thread
 //!   right after the build, and join them all;
 //! - **idle CPU**: the CPU time (user + system) the whole process uses in
-//!   the 1 s after the last join, with nothing left to run;
+//!   the 1 s after the last join, with nothing left to run (the window is
+//!   a 1 s sleep of this thread; its measured length is printed too, since
+//!   busy Processers can make it end late);
 //! - **dispatcher**: the CPU share of the Dispatcher thread while two tasks
 //!   yield in a loop for 1 s (the Dispatcher then samples every Processer
 //!   every 100-400 us, so this is its per-cycle bookkeeping at scale);
@@ -62,6 +64,7 @@ struct Row {
     build: Duration,
     tasks: Duration,
     idle_cpu: Duration,
+    idle_window: Duration,
     dispatcher: f64,
     shutdown: Duration,
 }
@@ -84,8 +87,10 @@ fn measure(n: usize) -> Row {
     let tasks = start.elapsed();
 
     let cpu0 = process_cpu();
+    let t0 = Instant::now();
     std::thread::sleep(IDLE_WINDOW);
     let idle_cpu = process_cpu().saturating_sub(cpu0);
+    let idle_window = t0.elapsed();
 
     // "scale-dispatcher" is cut to 15 bytes in /proc's comm.
     let comm = &format!("{NAME}-dispatcher")[..15];
@@ -117,6 +122,7 @@ fn measure(n: usize) -> Row {
         build,
         tasks,
         idle_cpu,
+        idle_window,
         dispatcher,
         shutdown,
     }
@@ -141,11 +147,12 @@ fn main() {
     for n in counts {
         let r = measure(n);
         println!(
-            "| {} | {:.1} ms | {:.1} ms | {:.3} s | {:.1} % | {:.1} ms |",
+            "| {} | {:.1} ms | {:.1} ms | {:.3} s in {:.2} s | {:.1} % | {:.1} ms |",
             r.n,
             r.build.as_secs_f64() * 1e3,
             r.tasks.as_secs_f64() * 1e3,
             r.idle_cpu.as_secs_f64(),
+            r.idle_window.as_secs_f64(),
             r.dispatcher * 100.0,
             r.shutdown.as_secs_f64() * 1e3,
         );
