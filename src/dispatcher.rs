@@ -31,20 +31,29 @@
 //! 3. **Rescue.** Every task in a blocked Processer's new and runnable
 //!    queues (never the running one, never pinned ones, which live in
 //!    separate queues) is stolen and handed round-robin to the active
-//!    Processers, least loaded first, which are woken. Wake-ups aimed at a
+//!    Processers, least loaded first; those given tasks are woken. Wake-ups aimed at a
 //!    blocked Processer are routed elsewhere by the scheduler, and a blocked
 //!    Processer's queues are emptied again every cycle.
 //! 4. **Grow.** If every Processer is blocked and tasks are waiting, start an
 //!    extra Processer thread, never exceeding `max_threads`. Extra threads
 //!    exit after `idle_thread_timeout` without work (the Processer side of
 //!    that is in `Shared::should_exit`).
-//! 5. **Balance.** An active Processer that sleeps while another has two or
-//!    more queued tasks is woken; it steals half of the backlog itself.
+//! 5. **Balance.** While an active Processer has two or more queued tasks
+//!    and nobody searches, one sleeper is woken to search; it steals half of
+//!    the backlog and, finding work, wakes the next (the scheduler's wake
+//!    chain). A sleeping Processer with queued work of its own is woken.
+//!    This step looks at up to [`BALANCE_SLICE`] Processers per cycle,
+//!    taking turns through a larger table.
 //! 6. **Sleep.** While any task runs, wait one sampling period: the dispatch
 //!    interval while some Processer is a suspect, doubling up to four times
 //!    that while every running task keeps switching (each cycle costs about
-//!    11 us of CPU on a virtual machine: 11% of a core at 100 us, about 3%
-//!    backed off). A block that starts just after a backed-off sample is
+//!    11 us of CPU on a virtual machine with a few Processers: 11% of a core
+//!    at 100 us, about 3% backed off).
+//!
+//! The bookkeeping is O(n) per cycle: a few loads per Processer in the
+//! sample, with the views kept in a `Vec` in table order (rebuilt only when
+//! the table changes), and a bounded balance slice. With 2,000 Processers a
+//! cycle's bookkeeping takes about 20 us (`benches/processers.rs`). A block that starts just after a backed-off sample is
 //!    therefore seen up to three intervals later than at the base rate. When
 //!    every Processer sleeps, park until a Processer wakes (no polling while
 //!    the scheduler is idle). See [`DispatchState::deep`] for the protocol.
@@ -56,7 +65,6 @@
 //! settings (`dispatch_interval` at most 1 s), and the Dispatcher does not
 //! rely on that to stay alive.
 
-use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
@@ -77,6 +85,9 @@ const KERNEL_SAMPLES: u8 = 2;
 /// The sampling period backs off to at most this many dispatch intervals
 /// while no Processer is a suspect.
 const BACKOFF_MAX: u32 = 4;
+/// Processers the balance step looks at per cycle at most, in turns: all of
+/// them up to this many, a bounded slice of a larger table.
+const BALANCE_SLICE: usize = 64;
 
 /// The Dispatcher's state, shared with the rest of the scheduler.
 #[derive(Default)]
@@ -167,6 +178,9 @@ pub(crate) fn join(shared: &Shared) {
 
 /// What the Dispatcher remembers about one Processer between cycles.
 struct View {
+    /// The Processer. Holding it keeps its address from being reused, so
+    /// pointer equality with a table entry identifies it.
+    p: Arc<ProcesserShared>,
     /// The switch counter last seen.
     switches: u64,
     /// When that counter value was first seen with a task switched in.
@@ -181,8 +195,9 @@ struct View {
 }
 
 impl View {
-    fn new(switches: u64, now: Instant) -> View {
+    fn new(p: &Arc<ProcesserShared>, switches: u64, now: Instant) -> View {
         View {
+            p: p.clone(),
             switches,
             since: now,
             first_cpu: None,
@@ -190,18 +205,40 @@ impl View {
             sleepy: 0,
         }
     }
+
+    /// Starts over: `switches` first seen now. (Writes only what changed:
+    /// it runs for every healthy Processer at every sample.)
+    fn reset(&mut self, switches: u64, now: Instant) {
+        self.switches = switches;
+        self.since = now;
+        if self.first_cpu.is_some() || self.last_cpu.is_some() || self.sleepy != 0 {
+            self.first_cpu = None;
+            self.last_cpu = None;
+            self.sleepy = 0;
+        }
+    }
 }
 
 struct Dispatcher {
     shared: Arc<Shared>,
-    views: HashMap<usize, View>,
+    /// One view per Processer, in table order (by slot index): `views[i]`
+    /// is about `procs[i]` of the last sample. Rebuilt (O(n)) only when the
+    /// table changed.
+    views: Vec<View>,
+    /// Positions in the last sampled table of the Processers marked
+    /// blocked.
+    blocked: Vec<usize>,
+    /// Where the next balance slice starts.
+    balance_from: usize,
 }
 
 impl Dispatcher {
     fn new(shared: Arc<Shared>) -> Dispatcher {
         Dispatcher {
             shared,
-            views: HashMap::new(),
+            views: Vec::new(),
+            blocked: Vec::new(),
+            balance_from: 0,
         }
     }
 
@@ -275,30 +312,32 @@ impl Dispatcher {
     /// Step 1-2: updates every Processer's `blocked` flag. Returns whether
     /// any task is switched in, and whether any Processer is a suspect (the
     /// same task switched in as at the previous sample).
+    ///
+    /// O(n) per cycle: a few loads per Processer, and the views kept in
+    /// table order.
     fn sample(&mut self, procs: &[Arc<ProcesserShared>]) -> (bool, bool) {
         let now = Instant::now();
         let mut any_running = false;
         let mut any_suspect = false;
-        self.views
-            .retain(|i, _| procs.iter().any(|p| p.index == *i));
-        for p in procs {
+        self.align_views(procs, now);
+        self.blocked.clear();
+        for (i, (p, v)) in procs.iter().zip(self.views.iter_mut()).enumerate() {
             let switches = p.switches.load(Ordering::Relaxed);
             let running = p.running.load(Ordering::Relaxed);
-            let v = self
-                .views
-                .entry(p.index)
-                .or_insert_with(|| View::new(switches, now));
             any_running |= running;
             if switches != v.switches || !running {
-                *v = View::new(switches, now);
+                v.reset(switches, now);
                 if p.blocked.load(Ordering::Relaxed) {
                     p.blocked.store(false, Ordering::Relaxed);
                 }
                 continue;
             }
             any_suspect = true;
-            if !p.blocked.load(Ordering::Relaxed) && judge(&self.shared.config, p, v, now) {
+            if p.blocked.load(Ordering::Relaxed) {
+                self.blocked.push(i);
+            } else if judge(&self.shared.config, p, v, now) {
                 p.blocked.store(true, Ordering::Relaxed);
+                self.blocked.push(i);
                 self.shared
                     .dispatch
                     .detections
@@ -308,12 +347,45 @@ impl Dispatcher {
         (any_running, any_suspect)
     }
 
+    /// Makes `views[i]` the view of `procs[i]`: a pointer comparison per
+    /// Processer while the table is unchanged; otherwise a merge by slot
+    /// index (both are sorted by it) that keeps the views of the Processers
+    /// still there, drops those of the ones gone, and starts new ones.
+    fn align_views(&mut self, procs: &[Arc<ProcesserShared>], now: Instant) {
+        let aligned = self.views.len() == procs.len()
+            && self
+                .views
+                .iter()
+                .zip(procs)
+                .all(|(v, p)| Arc::ptr_eq(&v.p, p));
+        if aligned {
+            return;
+        }
+        let mut old = std::mem::take(&mut self.views).into_iter().peekable();
+        self.views.reserve(procs.len());
+        for p in procs {
+            while old.next_if(|v| v.p.index < p.index).is_some() {}
+            let v = match old.next_if(|v| Arc::ptr_eq(&v.p, p)) {
+                Some(v) => v,
+                None => View::new(p, p.switches.load(Ordering::Relaxed), now),
+            };
+            self.views.push(v);
+        }
+    }
+
     /// Steps 3-4: empties blocked Processers' queues into active ones,
     /// starting an extra Processer when none is active.
     fn rescue_and_grow(&mut self, procs: &[Arc<ProcesserShared>]) {
         let s = &self.shared;
-        let blocked: Vec<&Arc<ProcesserShared>> = procs
+        if self.blocked.is_empty() {
+            return;
+        }
+        // The ones `sample` found blocked (a Processer may have cleared its
+        // own mark since, at its next switch).
+        let blocked: Vec<&Arc<ProcesserShared>> = self
+            .blocked
             .iter()
+            .map(|&i| &procs[i])
             .filter(|p| p.blocked.load(Ordering::Relaxed))
             .collect();
         if blocked.is_empty() {
@@ -351,25 +423,49 @@ impl Dispatcher {
         s.dispatch
             .rescued
             .fetch_add(tasks.len() as u64, Ordering::Relaxed);
-        active.sort_by_key(|p| p.queued());
+        // One length read per Processer (a few cache lines each), not one
+        // per comparison.
+        active.sort_by_cached_key(|p| p.queued());
+        let receivers = tasks.len().min(active.len());
         for (i, t) in tasks.into_iter().enumerate() {
             s.push_to(&active[i % active.len()], t);
         }
-        for p in &active {
+        // Wake the ones that were given tasks (not every active Processer:
+        // with many Processers that would be a wake-up storm per rescue).
+        for p in &active[..receivers] {
             s.wake_proc(p);
         }
     }
 
-    /// Step 5: wakes sleeping active Processers when others have a backlog,
-    /// and any sleeping Processer that has queued work.
-    fn balance(&self, procs: &[Arc<ProcesserShared>]) {
+    /// Step 5: wakes any sleeping active Processer that has queued work,
+    /// and, when an active one has a backlog, one sleeper to search (which
+    /// wakes the next if it finds work: `Shared::wake_idle_for_local_work`).
+    ///
+    /// Looks at up to [`BALANCE_SLICE`] Processers per cycle, taking turns
+    /// through a larger table (each queue length read costs a few cache
+    /// lines), and at none while no Processer sleeps.
+    fn balance(&mut self, procs: &[Arc<ProcesserShared>]) {
         let s = &self.shared;
-        let active = || procs.iter().filter(|p| is_active(p));
-        let backlog = active().any(|p| p.queued() >= 2);
-        for p in active() {
-            if p.sleeping.load(Ordering::Relaxed) && (backlog || p.queued() > 0) {
-                s.wake_proc(p);
+        if s.idle.idle() == 0 || procs.is_empty() {
+            return;
+        }
+        let n = procs.len();
+        let count = n.min(BALANCE_SLICE);
+        let start = self.balance_from % n;
+        self.balance_from = start + count;
+        let slice = (0..count).map(|k| &procs[(start + k) % n]);
+        let mut backlog = false;
+        for p in slice.filter(|p| is_active(p)) {
+            if p.sleeping.load(Ordering::Relaxed) {
+                if p.queued() > 0 {
+                    s.wake_proc(p);
+                }
+            } else if !backlog && p.queued() >= 2 {
+                backlog = true;
             }
+        }
+        if backlog {
+            s.wake_idle_for_local_work();
         }
     }
 

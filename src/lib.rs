@@ -71,6 +71,7 @@ pub mod chan;
 mod coroutine;
 mod dispatcher;
 mod error;
+mod idle;
 mod join;
 mod locals;
 mod overflow;

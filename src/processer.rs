@@ -25,22 +25,47 @@
 //!    queue.
 //! 2. Switch into it: `switches += 1`, `running = true`. When it switches
 //!    out: requeue (yield), park, or move it to the gc queue (done).
-//! 3. Nothing to run: free the gc queue, steal (half of another Processer's
-//!    runnable queue, or a batch of its new queue), spin briefly, then sleep.
+//! 3. Nothing to run: free the gc queue, then search, unless enough
+//!    Processers search already (Go's rule: fewer than half of the busy ones,
+//!    see `idle.rs`): [`SPIN_ROUNDS`] steal rounds, each visiting up to
+//!    [`STEAL_VICTIMS`] other Processers from a random one on (half of one's
+//!    runnable queue, or a batch of its new queue). Then sleep.
 //!
 //! # Sleeping without lost wake-ups
 //!
 //! ```text
 //!  Processer P going to sleep               a thread pushing work for P
-//!  1. sleeping = true (SeqCst)              1. push the task (SeqCst fence)
-//!  2. re-check every queue it would steal   2. if P.sleeping: CAS true -> false,
-//!     from; if work: cancel the sleep          then unpark P's thread
+//!  1. sleeping = true (SeqCst), list P on   1. push the task (SeqCst fence)
+//!     the sleepers stack, idle += 1         2. if P.sleeping: CAS true -> false,
+//!  2. fence; re-check its own remote           then unpark P's thread
+//!     queues; if work: cancel the sleep
 //!  3. thread::park while sleeping == true
 //! ```
 //!
 //! With both sides SeqCst, either the pusher sees `sleeping` or P's re-check
 //! sees the task. `std::thread::park` keeps its own token, so an `unpark` that
 //! lands between 2 and 3 is not lost either.
+//!
+//! Work queued on a *running* Processer is its own to run; waking another
+//! only adds a thief. A pusher wakes one when some Processer sleeps and none
+//! searches (`Shared::wake_idle_for_local_work`), and otherwise leaves the
+//! task to the searchers. So a searcher that gives up must not miss it:
+//!
+//! ```text
+//!  searcher S giving up                     a thread queuing work on a
+//!                                           running Processer R
+//!  1. searching -= 1 (SeqCst)               1. push the task (a SeqCst fence
+//!  2. sleep: steps 1-2 above, its              when R is not this thread)
+//!     re-check covering every other         2. if idle > 0 and searching == 0
+//!     Processer's queues as well               (SeqCst loads): wake a sleeper
+//! ```
+//!
+//! All of it SeqCst: either the pusher reads `searching` after S's
+//! decrement and `idle` after S's increment, and wakes a sleeper, or S's
+//! re-check comes after the push and sees the task (Go's rule for the last
+//! spinning M). A push to the pusher's own queue has no fence
+//! (see `Shared::wake_idle_for_local_work`): the task can then wait for its
+//! own Processer, or for the Dispatcher's balance, instead of a thief.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -61,8 +86,12 @@ use crate::task::{Runnable, TaskHeader};
 pub(crate) const NEW_QUEUE_INTERVAL: u32 = 61;
 /// Finished tasks are freed when the gc queue reaches this length.
 const GC_BATCH: usize = 16;
-/// Steal rounds an idle Processer makes before it sleeps.
+/// Steal rounds a searching Processer makes before it sleeps.
 const SPIN_ROUNDS: u32 = 32;
+/// Other Processers a steal round visits at most (from a random one on):
+/// with up to 9 Processers, every other one; beyond, a round's cost stays
+/// bounded however many Processers there are.
+const STEAL_VICTIMS: usize = 8;
 
 /// What kind of thread runs a Processer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +126,15 @@ pub(crate) struct ProcesserShared {
     /// The thread is asleep (or about to be) waiting for work. See the
     /// module docs for the protocol.
     pub(crate) sleeping: AtomicBool,
+    /// On the scheduler's sleepers stack; only read and written under the
+    /// stack's lock (see `idle.rs`).
+    pub(crate) listed: AtomicBool,
+    /// A waker counted this Processer as a searcher before waking it (Go's
+    /// `wakep`, see `idle.rs`): the Processer must search, and end that
+    /// search. Set by the waker before its CAS on `sleeping`; taken (swapped
+    /// out) either by the Processer, or by the waker when its CAS failed,
+    /// so exactly one of them owns the search.
+    pub(crate) search_handoff: AtomicBool,
     /// Marked by the Dispatcher: the running task has not switched out for
     /// longer than the block timeout.
     pub(crate) blocked: AtomicBool,
@@ -208,6 +246,12 @@ pub(crate) struct ProcLocal {
     gc: RefCell<Vec<Runnable>>,
     pool: RefCell<StackPool>,
     tick: Cell<u32>,
+    /// xorshift state, for the first victim of a steal round.
+    rng: Cell<u64>,
+    /// This thread's copy of the scheduler's Processer table, and the
+    /// table generation it was taken at (refreshed when that changes, so a
+    /// steal does not touch the table's lock and reference count).
+    table: RefCell<(u64, Arc<Vec<Arc<ProcesserShared>>>)>,
     /// Plain copy of the switch counter (the owner's view).
     switches: Cell<u64>,
     /// The task currently switched in.
@@ -292,6 +336,11 @@ impl ProcLocal {
         runnable: Worker<Runnable>,
     ) -> Self {
         let size = sched.config.stack_size;
+        let table = RefCell::new((sched.processers_gen(), sched.processers_snapshot()));
+        // Any odd seed will do; mix the slot index so neighbours diverge.
+        let rng = Cell::new(
+            (p.index as u64 ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xD1B5_4A32_D192_ED03) | 1,
+        );
         ProcLocal {
             p,
             sched,
@@ -300,6 +349,8 @@ impl ProcLocal {
             gc: RefCell::new(Vec::new()),
             pool: RefCell::new(StackPool::new(size, stack::LOCAL_POOL_MAX)),
             tick: Cell::new(0),
+            rng,
+            table,
             switches: Cell::new(0),
             current: Cell::new(std::ptr::null()),
             idle_since: Cell::new(None),
@@ -312,7 +363,8 @@ impl ProcLocal {
     }
 
     /// Queues a task on this Processer. `wake_idle`: also wake an idle
-    /// Processer to steal, if there are idle ones and none is searching.
+    /// Processer to steal, if there are idle ones and none is searching
+    /// (`Shared::wake_idle_for_local_work`).
     fn push_local(&self, t: Runnable, wake_idle: bool) {
         if t.header().pin.is_some() {
             self.pinned_local.borrow_mut().push_back(t);
@@ -365,30 +417,47 @@ impl ProcLocal {
     }
 
     /// Steals from another Processer of the scheduler: half of its runnable
-    /// queue, or a batch of its new queue.
-    fn steal(&self) -> Option<Runnable> {
+    /// queue, or a batch of its new queue. Visits at most `victims` other
+    /// Processers, from a random one on.
+    fn steal(&self, victims: usize) -> Option<Runnable> {
         if self.p.kind == Kind::Caller {
             return None; // it runs its root task only (see `may_run`)
         }
-        let others = self.sched.processers_snapshot();
+        let gen = self.sched.processers_gen();
+        if self.table.borrow().0 != gen {
+            *self.table.borrow_mut() = (gen, self.sched.processers_snapshot());
+        }
+        let table = self.table.borrow();
+        let others = &table.1;
         let n = others.len();
         if n <= 1 {
             return None;
         }
-        let start = self.tick.get() as usize % n;
+        let start = self.random_below(n);
+        let mut visited = 0;
         for k in 0..n {
             let v = &others[(start + k) % n];
             if v.index == self.p.index {
                 continue;
             }
-            loop {
+            if visited == victims {
+                break;
+            }
+            visited += 1;
+            // `is_empty` first: a steal from a runnable queue pins
+            // crossbeam's epoch even when the queue is empty, and every
+            // 128th pin walks the list of every thread that uses it (every
+            // Processer). The check makes the same loads the steal would
+            // make first (a SeqCst fence between them), so the sleep
+            // re-check sees what a steal would.
+            while !v.stealer.is_empty() {
                 match v.stealer.steal_batch_and_pop(&self.runnable) {
                     Steal::Success(t) => return Some(t),
                     Steal::Retry => continue,
                     Steal::Empty => break,
                 }
             }
-            loop {
+            while !v.new.is_empty() {
                 match v.new.steal_batch_and_pop(&self.runnable) {
                     Steal::Success(t) => return Some(t),
                     Steal::Retry => continue,
@@ -397,6 +466,17 @@ impl ProcLocal {
             }
         }
         None
+    }
+
+    /// A pseudo-random number in `0..n` (`n > 0`).
+    fn random_below(&self, n: usize) -> usize {
+        // xorshift64, then multiply-shift onto 0..n (no division).
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        ((x as u128 * n as u128) >> 64) as usize
     }
 
     /// Runs one task until it switches out, then files it.
@@ -586,35 +666,75 @@ impl ProcLocal {
         CURRENT_PROC.with(|c| c.set(prev));
     }
 
-    /// No local work: steal, spin a little, then sleep until woken.
+    /// No local work: search other Processers' queues (if the searchers
+    /// are few enough, or a waker handed us a search), then sleep until
+    /// woken.
     ///
-    /// While it spins the Processer counts as *searching*: a thread that
+    /// While it searches the Processer counts as *searching*: a thread that
     /// queues local work does not wake a sleeping Processer while another is
-    /// already looking for work (Go's spinning Ms).
+    /// already looking for work (Go's spinning Ms). Only up to half of the
+    /// busy Processers search at once (`Idle::try_begin_search`); the others
+    /// sleep straight away.
     fn find_work(&self) -> Option<Runnable> {
         if self.p.kind == Kind::Caller {
             // Nothing to search for: its root task comes back through its
             // pinned queue, which waking it re-checks.
-            return self.sleep();
+            return self.sleep(false);
         }
-        self.sched.searching_inc();
-        let found = self.spin_for_work();
-        let was_last = self.sched.searching_dec();
-        if found.is_some() {
-            // The last searcher found work: there may be more where it came
-            // from, and pushers skipped waking anyone while we searched. Wake
-            // one sleeper to keep looking (Go's wakep chain).
-            if was_last {
-                self.sched.wake_idle_for_local_work();
+        let mut searching = self.take_search_handoff() || self.sched.idle.try_begin_search();
+        loop {
+            if searching {
+                let found = self.spin_for_work();
+                let was_last = self.sched.idle.end_search();
+                if found.is_some() {
+                    self.found_while_searching(was_last);
+                    return found;
+                }
             }
-            return found;
+            // A searcher that found nothing re-checks every queue after
+            // ending its search (see the module docs).
+            let found = self.sleep(searching);
+            let handed = self.take_search_handoff();
+            if found.is_some() {
+                if handed {
+                    // Woken to search, and we have work: end that search.
+                    let was_last = self.sched.idle.end_search();
+                    self.found_while_searching(was_last);
+                }
+                return found;
+            }
+            if !handed {
+                return None;
+            }
+            // Woken to search: do it now (pushers skip waking anyone while
+            // we count as a searcher).
+            searching = true;
         }
-        self.sleep()
     }
 
+    /// A searcher found work. If it was the last one, there may be more
+    /// where that came from, and pushers skipped waking anyone while it
+    /// searched: wake one sleeper to keep looking (Go's wakep chain).
+    fn found_while_searching(&self, was_last: bool) {
+        if was_last {
+            self.sched.wake_idle_for_local_work();
+        }
+    }
+
+    /// Takes the search a waker handed us, if any (see `search_handoff`).
+    fn take_search_handoff(&self) -> bool {
+        // Relaxed: a swap, so exactly one of us and the waker takes it; the
+        // flag was published by the waker's CAS on `sleeping`, which we read
+        // (SeqCst or Acquire) before coming here.
+        self.p.search_handoff.load(Ordering::Relaxed)
+            && self.p.search_handoff.swap(false, Ordering::Relaxed)
+    }
+
+    /// Steal rounds, each visiting up to [`STEAL_VICTIMS`] Processers, with
+    /// our own remote queues looked at between them.
     fn spin_for_work(&self) -> Option<Runnable> {
         for round in 0..SPIN_ROUNDS {
-            if let Some(t) = self.steal().or_else(|| self.pull_remote()) {
+            if let Some(t) = self.steal(STEAL_VICTIMS).or_else(|| self.pull_remote()) {
                 return Some(t);
             }
             if round < SPIN_ROUNDS / 2 {
@@ -626,18 +746,29 @@ impl ProcLocal {
         None
     }
 
-    fn sleep(&self) -> Option<Runnable> {
+    /// Announces the sleep, re-checks, and parks until woken. The re-check
+    /// covers our own remote queues, and every other Processer's queues too
+    /// when `searched` (we were a searcher: see the module docs).
+    fn sleep(&self, searched: bool) -> Option<Runnable> {
         if self.idle_since.get().is_none() {
             self.idle_since.set(Some(Instant::now()));
         }
         self.p.sleeping.store(true, Ordering::SeqCst);
-        self.sched.idle_inc();
+        if self.p.kind != Kind::Caller {
+            // A block_on caller is never handed a search (it would not do
+            // it): it stays off the sleepers stack.
+            self.sched.idle.list(&self.p);
+        }
+        self.sched.idle.idle_inc();
         // Order the announcement before the re-check's (non-SeqCst) queue
         // loads; pairs with the pushers' fence (see module docs).
         fence(Ordering::SeqCst);
-        if let Some(t) = self.pull_remote().or_else(|| self.steal()) {
+        let recheck = self
+            .pull_remote()
+            .or_else(|| searched.then(|| self.steal(usize::MAX)).flatten());
+        if let Some(t) = recheck {
             if self.cancel_sleep() {
-                self.sched.idle_dec();
+                self.sched.idle.idle_dec();
             }
             // Awake again without having parked: the Dispatcher may have
             // gone into deep sleep seeing us asleep.
@@ -646,7 +777,7 @@ impl ProcLocal {
         }
         if self.sched.should_exit(self) {
             if self.cancel_sleep() {
-                self.sched.idle_dec();
+                self.sched.idle.idle_dec();
             }
             return None;
         }
@@ -657,7 +788,7 @@ impl ProcLocal {
                     std::thread::park_timeout(d);
                     // Timed out (or woken): either way re-evaluate.
                     if self.cancel_sleep() {
-                        self.sched.idle_dec();
+                        self.sched.idle.idle_dec();
                     }
                     crate::dispatcher::processer_awake(&self.sched);
                     return None;
@@ -672,9 +803,11 @@ impl ProcLocal {
 
     /// Clears our own `sleeping` flag; true if we did (no waker claimed us).
     fn cancel_sleep(&self) -> bool {
+        // Acquire on failure: a waker cleared the flag; pairs with its
+        // SeqCst CAS, so that a search it handed us is seen.
         self.p
             .sleeping
-            .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
+            .compare_exchange(true, false, Ordering::SeqCst, Ordering::Acquire)
             .is_ok()
     }
 }
@@ -730,6 +863,8 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         switches: AtomicU64::new(0),
         running: AtomicBool::new(false),
         sleeping: AtomicBool::new(false),
+        listed: AtomicBool::new(false),
+        search_handoff: AtomicBool::new(false),
         blocked: AtomicBool::new(false),
         retired: AtomicBool::new(false),
         thread: OnceLock::new(),

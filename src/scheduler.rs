@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{ConfigError, ShutdownError, SpawnError};
+use crate::idle::Idle;
 use crate::join::{self, JoinHandle};
 use crate::processer::{self, Kind, ProcLocal, ProcesserShared};
 use crate::stack::{self, DenseArena, StackMem, StackPool};
@@ -81,6 +82,9 @@ pub const DEFAULT_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(3);
 pub const MIN_IDLE_THREAD_TIMEOUT: Duration = Duration::from_millis(1);
 /// Longest accepted `idle_thread_timeout`.
 pub const MAX_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// Usable Processers the round-robin step of a remote push looks at, at
+/// most, for an awake one before it settles for a sleeping one.
+const AWAKE_TRIES: usize = 8;
 
 /// A validated scheduler configuration.
 #[derive(Clone, Debug)]
@@ -573,8 +577,13 @@ fn resume<T>(e: crate::JoinError) -> T {
 /// State shared by every Processer, the Dispatcher and the handles.
 pub(crate) struct Shared {
     pub(crate) config: Config,
-    /// Live Processers (copy-on-write: readers clone the `Arc`).
+    /// Live Processers, sorted by slot index (copy-on-write: readers clone
+    /// the `Arc`). Indices only grow, so a lookup by index is a binary
+    /// search ([`find_processer`]).
     procs: RwLock<Arc<Vec<Arc<ProcesserShared>>>>,
+    /// +1 at every change of `procs`, so that a Processer can keep its own
+    /// copy of the table and refresh it only when it changed.
+    procs_gen: AtomicU64,
     /// Next Processer slot index.
     next_index: AtomicUsize,
     /// Round-robin cursor for pushes with no home.
@@ -583,10 +592,8 @@ pub(crate) struct Shared {
     pub(crate) alive: AtomicUsize,
     pub(crate) spawned: AtomicU64,
     pub(crate) completed: AtomicU64,
-    /// Processers asleep waiting for work.
-    idle: AtomicUsize,
-    /// Processers spinning in search of work.
-    searching: AtomicUsize,
+    /// Idle and searching Processers, and the sleepers stack.
+    pub(crate) idle: Idle,
     /// Core + Extra Processer threads alive.
     pub(crate) threads: AtomicUsize,
     pub(crate) threads_started: AtomicU64,
@@ -620,13 +627,13 @@ impl Shared {
         Arc::new(Shared {
             config,
             procs: RwLock::new(Arc::new(Vec::new())),
+            procs_gen: AtomicU64::new(0),
             next_index: AtomicUsize::new(0),
             rr: AtomicUsize::new(0),
             alive: AtomicUsize::new(0),
             spawned: AtomicU64::new(0),
             completed: AtomicU64::new(0),
-            idle: AtomicUsize::new(0),
-            searching: AtomicUsize::new(0),
+            idle: Idle::new(),
             threads: AtomicUsize::new(0),
             threads_started: AtomicU64::new(0),
             threads_retired: AtomicU64::new(0),
@@ -645,26 +652,50 @@ impl Shared {
         })
     }
 
-    /// The live Processers.
+    /// The live Processers, sorted by slot index.
     pub(crate) fn processers_snapshot(&self) -> Arc<Vec<Arc<ProcesserShared>>> {
         self.procs.read().clone()
+    }
+
+    /// The table's generation: it changes whenever the table does. Relaxed:
+    /// a reader that sees an old value keeps an older table a little longer,
+    /// which only a thief uses, and only as a list of victims.
+    pub(crate) fn processers_gen(&self) -> u64 {
+        self.procs_gen.load(Ordering::Relaxed)
     }
 
     pub(crate) fn register(&self, p: Arc<ProcesserShared>) {
         {
             let mut w = self.procs.write();
-            let mut v = Vec::clone(&w);
+            let mut v = Vec::with_capacity(w.len() + 1);
+            // Indices come from a counter, but two threads may register out
+            // of order: insert in place to keep the table sorted.
+            let at = w.partition_point(|q| q.index < p.index);
+            v.extend_from_slice(&w[..at]);
             v.push(p);
+            v.extend_from_slice(&w[at..]);
             *w = Arc::new(v);
+            self.procs_gen.fetch_add(1, Ordering::Relaxed);
         }
+        self.idle.proc_added();
         // A new Processer is awake: the Dispatcher must watch it.
         crate::dispatcher::processer_awake(self);
     }
 
     pub(crate) fn unregister(&self, p: &Arc<ProcesserShared>) {
-        let mut w = self.procs.write();
-        let v: Vec<_> = w.iter().filter(|q| !Arc::ptr_eq(q, p)).cloned().collect();
-        *w = Arc::new(v);
+        {
+            let mut w = self.procs.write();
+            let Ok(at) = w.binary_search_by_key(&p.index, |q| q.index) else {
+                return;
+            };
+            let mut v = Vec::with_capacity(w.len() - 1);
+            v.extend_from_slice(&w[..at]);
+            v.extend_from_slice(&w[at + 1..]);
+            *w = Arc::new(v);
+            self.procs_gen.fetch_add(1, Ordering::Relaxed);
+        }
+        self.idle.proc_removed();
+        self.idle.remove(p);
     }
 
     /// Starts one Processer thread of the given kind.
@@ -819,7 +850,7 @@ impl Shared {
     pub(crate) fn push_remote(&self, r: Runnable) {
         let procs = self.processers_snapshot();
         let target = self.pick_target(&procs, &r);
-        let Some(target) = target else {
+        let Some((target, search)) = target else {
             // No Processer left: the scheduler stopped, which needs `alive`
             // at zero, and admission (spawns, user timers) is closed by then,
             // so no task can arrive here. Should one ever do, leak it rather
@@ -828,7 +859,22 @@ impl Shared {
             std::mem::forget(r);
             return;
         };
-        if self.push_to(&target, r) && !self.wake_proc(&target) {
+        if search {
+            // Relaxed: published to `target` by the SeqCst CAS in `wake`
+            // (as in wake_idle_for_local_work).
+            target.search_handoff.store(true, Ordering::Relaxed);
+        }
+        let pushed = self.push_to(&target, r);
+        if pushed && self.wake_proc(&target) {
+            return;
+        }
+        // Not woken by us (awake already, or retired): if it has not taken
+        // the search meanwhile, the search goes back. (A swap: exactly one
+        // of us gets it.)
+        if search && target.search_handoff.swap(false, Ordering::Relaxed) {
+            self.idle.end_search();
+        }
+        if pushed {
             self.wake_idle_for_local_work();
         }
     }
@@ -853,94 +899,116 @@ impl Shared {
         true
     }
 
+    /// Chooses the Processer for a task pushed from outside, and whether it
+    /// is handed a search with it (see `idle.rs`): its pin, its home, a
+    /// sleeper if nobody searches, or the next in round-robin order (an
+    /// awake one, if one of the next few is).
+    ///
+    /// No step scans the table: two binary searches, the top of the
+    /// sleepers stack, and a round-robin step that stops after
+    /// [`AWAKE_TRIES`] usable Processers.
     fn pick_target(
         &self,
         procs: &[Arc<ProcesserShared>],
         r: &Runnable,
-    ) -> Option<Arc<ProcesserShared>> {
-        let usable = |p: &&Arc<ProcesserShared>| {
+    ) -> Option<(Arc<ProcesserShared>, bool)> {
+        let usable = |p: &Arc<ProcesserShared>| {
             p.kind != Kind::Caller
                 && !p.retired.load(Ordering::Relaxed)
                 && !p.blocked.load(Ordering::Relaxed)
         };
         if let Some(pin) = r.header().pin {
             let live = |p: &&Arc<ProcesserShared>| !p.retired.load(Ordering::Relaxed);
-            if let Some(p) = procs.iter().find(|p| p.index == pin).filter(live) {
-                return Some(p.clone());
+            if let Some(p) = find_processer(procs, pin).filter(live) {
+                return Some((p.clone(), false));
             }
         }
         let home = r.header().home.load(Ordering::Relaxed);
-        if let Some(p) = procs.iter().find(|p| p.index == home).filter(usable) {
-            return Some(p.clone());
+        if let Some(p) = find_processer(procs, home).filter(|p| usable(p)) {
+            return Some((p.clone(), false));
         }
-        if let Some(p) = procs
-            .iter()
-            .find(|p| p.sleeping.load(Ordering::Relaxed))
-            .filter(usable)
-        {
-            return Some(p.clone());
+        // Nobody searches: wake a sleeper for the task, and hand it the
+        // search (Go's wakep), so that the pushes right behind this one go
+        // to awake Processers, where it will steal them, instead of waking a
+        // sleeper each. (A sleeper is never blocked in fact: a `blocked`
+        // mark on one is stale, and not looked at here.)
+        if self.idle.claim_search() {
+            if let Some(p) = self.idle.pop_sleeper() {
+                return Some((p, true));
+            }
+            self.idle.end_search();
         }
         let n = procs.len();
         if n == 0 {
             return None;
         }
         let start = self.rr.fetch_add(1, Ordering::Relaxed);
-        (0..n)
-            .map(|k| &procs[(start + k) % n])
-            .find(usable)
+        let mut asleep = None;
+        let mut tries = 0;
+        for k in 0..n {
+            let p = &procs[(start + k) % n];
+            if !usable(p) {
+                continue;
+            }
+            if !p.sleeping.load(Ordering::Relaxed) {
+                return Some((p.clone(), false));
+            }
+            asleep.get_or_insert(p);
+            tries += 1;
+            if tries == AWAKE_TRIES {
+                break;
+            }
+        }
+        asleep
             .or_else(|| {
                 procs
                     .iter()
                     .find(|p| p.kind != Kind::Caller && !p.retired.load(Ordering::Relaxed))
             })
-            .cloned()
+            .map(|p| (p.clone(), false))
     }
 
     /// Wakes `p` if it sleeps, keeping the idle count.
     pub(crate) fn wake_proc(&self, p: &ProcesserShared) -> bool {
         if p.wake() {
-            self.idle_dec();
+            self.idle.idle_dec();
             true
         } else {
             false
         }
     }
 
-    /// Local work was queued: if some Processer sleeps and none is
-    /// searching, wake one so it can steal.
+    /// Work was queued where others may take it: if some Processer sleeps
+    /// and none is searching, wake one to search (Go's `wakep`). The woken
+    /// Processer is counted as a searcher before it is woken, so that the
+    /// pushes right behind this one wake nobody else (see `idle.rs`).
     ///
     /// There is deliberately no fence between the caller's push and these
     /// loads (it would cost every local wake-up): a Processer going to sleep
     /// at that very moment can miss the new task and sleep on. Nothing is
     /// lost: the task sits in the queue of a running Processer, which runs
-    /// it in turn, and the Dispatcher wakes sleepers while others have a
+    /// it in turn, and the Dispatcher wakes a sleeper while others have a
     /// backlog. Pushes to *another* Processer's queue do fence (`push_to`).
     pub(crate) fn wake_idle_for_local_work(&self) {
-        if self.idle.load(Ordering::SeqCst) == 0 || self.searching.load(Ordering::SeqCst) != 0 {
+        if !self.idle.claim_search() {
             return;
         }
-        for p in self.processers_snapshot().iter() {
-            if p.kind != Kind::Caller && !p.blocked.load(Ordering::Relaxed) && self.wake_proc(p) {
+        while let Some(p) = self.idle.pop_sleeper() {
+            // Relaxed: published to `p` by the SeqCst CAS in `wake`, which it
+            // reads before it looks at the flag.
+            p.search_handoff.store(true, Ordering::Relaxed);
+            if self.wake_proc(&p) {
+                return; // `p` owns the search now
+            }
+            // `p` was awake already. If it took the search meanwhile, it is
+            // its; otherwise take it back and try the next sleeper. (A swap:
+            // exactly one of us gets it.)
+            if !p.search_handoff.swap(false, Ordering::Relaxed) {
                 return;
             }
         }
-    }
-
-    pub(crate) fn searching_inc(&self) {
-        self.searching.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Returns whether the caller was the last searcher.
-    pub(crate) fn searching_dec(&self) -> bool {
-        self.searching.fetch_sub(1, Ordering::SeqCst) == 1
-    }
-
-    pub(crate) fn idle_inc(&self) {
-        self.idle.fetch_add(1, Ordering::SeqCst);
-    }
-
-    pub(crate) fn idle_dec(&self) {
-        self.idle.fetch_sub(1, Ordering::SeqCst);
+        // Nobody to hand the search to: give it back.
+        self.idle.end_search();
     }
 
     /// Wakes every Processer (stop, detach).
@@ -1159,6 +1227,18 @@ impl Shared {
             processers,
         }
     }
+}
+
+/// The Processer of slot `index` in a table sorted by index (see
+/// `Shared::procs`), if it is there.
+pub(crate) fn find_processer(
+    procs: &[Arc<ProcesserShared>],
+    index: usize,
+) -> Option<&Arc<ProcesserShared>> {
+    procs
+        .binary_search_by_key(&index, |p| p.index)
+        .ok()
+        .map(|i| &procs[i])
 }
 
 /// The scheduler to spawn on when none is named: the current task's, else

@@ -168,3 +168,51 @@ enum Msg {
     Started(std::thread::ThreadId),
     Parked(gofer::Task, std::thread::ThreadId),
 }
+
+/// Children spawned inside a task go to its own Processer's queue. Sleeping
+/// Processers are woken to steal them one at a time (a thief that finds
+/// work wakes the next), until every Processer runs one. Each child holds
+/// its thread without switching until all of them run at once.
+#[test]
+fn children_spawned_inside_a_task_spread_to_every_idle_processer() {
+    const PROCS: usize = 4;
+    let s = Scheduler::builder()
+        .min_threads(PROCS)
+        .max_threads(PROCS)
+        .name("spread")
+        .build()
+        .expect("valid scheduler config");
+    let start = Instant::now();
+    let threads = s
+        .spawn(|| {
+            let running = Arc::new(AtomicUsize::new(0));
+            let kids: Vec<_> = (0..PROCS)
+                .map(|_| {
+                    let running = running.clone();
+                    go!(move || {
+                        running.fetch_add(1, Ordering::AcqRel);
+                        let start = Instant::now();
+                        while running.load(Ordering::Acquire) < PROCS {
+                            assert!(
+                                start.elapsed() < PATIENCE,
+                                "only {running:?} of {PROCS} children ran at once"
+                            );
+                            std::thread::yield_now();
+                        }
+                        thread_id()
+                    })
+                })
+                .collect();
+            kids.into_iter()
+                .map(|k| k.join().expect("a child returned"))
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .expect("the parent returned");
+    eprintln!("{PROCS} children ran at once after {:?}", start.elapsed());
+    let mut distinct = threads.clone();
+    distinct.sort_by_key(|t| format!("{t:?}"));
+    distinct.dedup();
+    assert_eq!(distinct.len(), PROCS, "threads: {threads:?}");
+    s.shutdown();
+}
