@@ -405,19 +405,6 @@ pub(crate) fn contain(what: impl fmt::Display, f: impl FnOnce()) {
     }
 }
 
-/// A task as reports name it: `task 17 'reader'`, or `task 17`.
-pub(crate) struct TaskLabel<'a>(pub(crate) crate::task::TaskId, pub(crate) Option<&'a str>);
-
-impl fmt::Display for TaskLabel<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "task {}", self.0)?;
-        if let Some(name) = self.1 {
-            write!(f, " '{name}'")?;
-        }
-        Ok(())
-    }
-}
-
 /// The message of a panic payload, when it is a string.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
     payload

@@ -66,41 +66,32 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
-mod builder;
+// The layers, bottom up: each imports only those above it in this list.
 pub mod chan;
-mod coroutine;
-mod dispatcher;
-mod error;
-mod idle;
-mod join;
-mod locals;
-mod overflow;
-mod panic_hook;
-mod park;
-mod park_state;
-mod processer;
-mod scheduler;
-mod stack;
-mod stats;
+mod coroutine; // stacks and the switch; knows nothing of tasks
+mod error; // the error types every layer reports
+mod runtime; // Scheduler, Processers, Dispatcher, task header, timers
 pub mod sync;
-mod task;
-pub mod timer;
-mod timer_heap;
+mod task; // the task API: spawn, join, park, coroutine-locals
+mod time; // sleep and user timers
 
-pub use builder::{spawn, Builder};
+pub use coroutine::stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
+pub use coroutine::stacks::DEFAULT_STACK_CACHE;
 pub use error::{ConfigError, JoinError, ShutdownError, SpawnError};
-pub use join::JoinHandle;
-pub use locals::LocalKey;
-pub use park::{
-    current, current_id, current_name, is_coroutine, park, park_timeout, yield_now, Task,
-};
-pub use scheduler::{
-    Scheduler, SchedulerBuilder, DEFAULT_BLOCK_TIMEOUT, DEFAULT_DISPATCH_INTERVAL,
+pub use runtime::config::{
+    SchedulerBuilder, DEFAULT_BLOCK_TIMEOUT, DEFAULT_DISPATCH_INTERVAL,
     DEFAULT_IDLE_THREAD_TIMEOUT, DEFAULT_MAX_THREADS, MAX_BLOCK_TIMEOUT, MAX_DISPATCH_INTERVAL,
     MAX_IDLE_THREAD_TIMEOUT, MAX_THREADS_LIMIT, MIN_BLOCK_TIMEOUT, MIN_DISPATCH_INTERVAL,
     MIN_IDLE_THREAD_TIMEOUT,
 };
-pub use stack::{DEFAULT_STACK_CACHE, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
-pub use stats::{ProcesserStats, Stats};
-pub use task::TaskId;
-pub use timer::{sleep, sleep_until};
+pub use runtime::scheduler::Scheduler;
+pub use runtime::stats::{ProcesserStats, Stats};
+pub use runtime::task::TaskId;
+pub use task::builder::{spawn, Builder};
+pub use task::join::JoinHandle;
+pub use task::locals::LocalKey;
+pub use task::park::{
+    current, current_id, current_name, is_coroutine, park, park_timeout, yield_now, Task,
+};
+pub use time::sleep::{sleep, sleep_until};
+pub use time::timer;

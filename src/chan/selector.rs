@@ -265,9 +265,9 @@ pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize
     if N == 0 {
         match mode {
             Mode::Now => {}
-            Mode::Deadline(d) => crate::timer::sleep_until(d),
+            Mode::Deadline(d) => crate::time::sleep::sleep_until(d),
             Mode::Block => loop {
-                crate::park::park();
+                crate::task::park::park();
             },
         }
         return None;

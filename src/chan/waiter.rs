@@ -102,7 +102,7 @@ use std::time::Instant;
 
 use crossbeam_utils::Backoff;
 
-use crate::task::TaskHeader;
+use crate::runtime::task::TaskHeader;
 
 /// Registered; not decided yet.
 const WAITING: usize = 0;
@@ -138,7 +138,7 @@ impl Waiter {
     /// A waiter for the current task (or thread), in `WAITING`.
     #[inline]
     pub(crate) fn new() -> Waiter {
-        match crate::processer::current_task_ptr() {
+        match crate::runtime::context::current_task_ptr() {
             Some(task) => Waiter {
                 state: AtomicUsize::new(WAITING),
                 task,
@@ -185,7 +185,7 @@ impl Waiter {
 
     /// Parks the waiting task (or thread) once; may return spuriously.
     ///
-    /// The same as [`crate::park::park`], but for a coroutine it uses the
+    /// The same as [`crate::task::park::park`], but for a coroutine it uses the
     /// header pointer the waiter already holds instead of looking the task
     /// up again, and it is inlined into the blocking call. Keeping the call
     /// chain between the user's code and the context switch short matters:
@@ -201,9 +201,9 @@ impl Waiter {
         // `new` on this task, which is still running), so it is alive.
         let header = unsafe { &*self.task };
         // As in `park::park`: consume a pending token, else switch out; the
-        // Processer completes the park state machine (task.rs).
-        if !crate::task::take_token(header) {
-            crate::coroutine::suspend(crate::coroutine::Suspend::Park);
+        // Processer completes the park state machine (runtime/park_state.rs).
+        if !crate::runtime::task::take_token(header) {
+            crate::coroutine::switch::suspend(crate::coroutine::switch::Suspend::Park);
         }
     }
 
@@ -226,7 +226,7 @@ impl Waiter {
                     // The claimer is between waking us and storing DONE: a
                     // few instructions, unless its thread was preempted.
                     if backoff.is_completed() {
-                        crate::park::yield_now();
+                        crate::task::park::yield_now();
                     } else {
                         backoff.spin();
                     }
@@ -241,7 +241,7 @@ impl Waiter {
                             }
                             // Claimed meanwhile: loop and wait for DONE.
                         } else {
-                            crate::park::park_deadline(d);
+                            crate::task::park::park_deadline(d);
                         }
                     }
                 },
@@ -359,8 +359,8 @@ impl<T> Claimed<T> {
             // alive (held by its Runnable or by its parked state). The
             // ManuallyDrop borrows that Arc without touching the count.
             let header = ManuallyDrop::new(unsafe { Arc::from_raw(w.task) });
-            if let Some(r) = crate::task::unpark(&header) {
-                crate::processer::schedule(r);
+            if let Some(r) = crate::runtime::task::unpark(&header) {
+                crate::runtime::context::schedule(r);
             }
             // Release: as above. The unpark came first, so the header is
             // not touched after the waiter may have returned.

@@ -51,7 +51,7 @@
 //!   would lose it. Otherwise it unlinks itself, so no later notifier can hand
 //!   anything to a waiter that has left.
 //! - **Notify vs. park.** The notifier stores the token and then unparks. An
-//!   unpark that lands before the park leaves a park token (see `task.rs`),
+//!   unpark that lands before the park leaves a park token (see `runtime/park_state.rs`),
 //!   so the park returns at once: no lost wake-up.
 //! - **Stale unparks.** A waiter may be unparked by a timer or an earlier,
 //!   finished wait; it loops on its own state and parks again.
@@ -68,7 +68,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crate::park::{self, Task};
+use crate::task::park::{self, Task};
 
 /// The state of a node no notifier has reached yet. Tokens are non-zero.
 const WAITING: usize = 0;

@@ -73,9 +73,9 @@ use std::time::{Duration, Instant};
 use crossbeam_deque::Steal;
 use parking_lot::Mutex;
 
-use crate::processer::{Kind, ProcesserShared};
-use crate::scheduler::Shared;
-use crate::task::Runnable;
+use super::processer_shared::{Kind, ProcesserShared};
+use super::shared::Shared;
+use super::task::Runnable;
 
 /// A kernel-blocked suspect's thread must have used less than
 /// `1 / CPU_FRACTION` of the wall time.
@@ -501,7 +501,7 @@ impl Dispatcher {
 
 /// Step 2 for one suspect: has the same task held the thread long enough,
 /// asleep in the kernel or burning CPU, to call the Processer blocked?
-fn judge(cfg: &crate::scheduler::Config, p: &ProcesserShared, v: &mut View, now: Instant) -> bool {
+fn judge(cfg: &super::config::Config, p: &ProcesserShared, v: &mut View, now: Instant) -> bool {
     let held = now.saturating_duration_since(v.since);
     let Some(cpu) = p.cpu_time() else {
         // No CPU clock: the wall-clock rule alone.

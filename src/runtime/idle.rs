@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::processer::ProcesserShared;
+use super::processer_shared::ProcesserShared;
 
 /// The idle and searching Processers of one scheduler.
 pub(crate) struct Idle {
@@ -225,7 +225,7 @@ impl Idle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::processer::{new_processer, Kind};
+    use crate::runtime::processer_shared::{new_processer, Kind};
 
     fn asleep(i: usize) -> Arc<ProcesserShared> {
         let (p, _w) = new_processer(i, Kind::Core);

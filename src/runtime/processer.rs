@@ -1,21 +1,9 @@
-//! The Processer: one OS thread that runs tasks.
+//! The Processer loop: one OS thread that runs tasks.
 //!
-//! A Processer has two halves. [`ProcesserShared`] is what other threads see
-//! and touch: the **new queue** (tasks pushed from other threads: spawns
-//! from outside, wake-ups), the pinned queue (tasks pinned here, pushed from
-//! other threads), the thief handle of the runnable queue, the **switch
-//! counter** and the status flags the Dispatcher samples. [`ProcLocal`] is
-//! what only the Processer's own thread touches: the owner handle of the
-//! **runnable queue**, the local pinned queue, the **gc queue** of finished
-//! tasks, and the stack pool.
-//!
-//! | queue          | type                 | pushed by                  | popped / stolen by                  |
-//! |----------------|----------------------|----------------------------|-------------------------------------|
-//! | new            | `Injector`           | any thread                 | owner (batches), idle thieves, Dispatcher |
-//! | runnable       | `Worker` / `Stealer` | owner only                 | owner; thieves and Dispatcher steal half |
-//! | pinned (remote)| `Injector`           | any thread                 | owner only                          |
-//! | pinned (local) | `VecDeque`           | owner only                 | owner only                          |
-//! | gc             | `Vec`                | owner only                 | owner only, in batches              |
+//! [`ProcLocal`] is the half of a Processer only its own thread touches:
+//! the owner handle of the **runnable queue**, the local pinned queue, the
+//! **gc queue** of finished tasks, and its stack pool. The half other
+//! threads see is `ProcesserShared` (`processer_shared.rs`).
 //!
 //! # The loop (libgo's `Processer::Process`)
 //!
@@ -69,18 +57,20 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::thread::Thread;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use crossbeam_deque::{Steal, Worker};
 
-use crate::coroutine::{self, EntrySlot, Suspend};
+use super::context;
+use super::processer_shared::{drain_injector, Kind, ProcesserShared};
+use super::shared::Shared;
+use super::task::{Runnable, TaskHeader};
+use crate::coroutine::stack::StackMem;
+use crate::coroutine::stacks::LocalStacks;
+use crate::coroutine::switch::{self, EntrySlot, Suspend};
 use crate::error::{contain, JoinError};
-use crate::scheduler::Shared;
-use crate::stack::{self, StackMem, StackPool};
-use crate::task::{Runnable, TaskHeader};
 
 /// Every this many picks, the new queue is looked at before local work.
 pub(crate) const NEW_QUEUE_INTERVAL: u32 = 61;
@@ -93,148 +83,6 @@ const SPIN_ROUNDS: u32 = 32;
 /// bounded however many Processers there are.
 const STEAL_VICTIMS: usize = 8;
 
-/// What kind of thread runs a Processer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// One of the `min_threads` started at build; lives until shutdown.
-    Core,
-    /// Started by the Dispatcher when every Processer is blocked; retires
-    /// when idle for `idle_thread_timeout`.
-    Extra,
-    /// A thread inside `Scheduler::block_on`; retires when its root task ends.
-    Caller,
-}
-
-/// The half of a Processer that other threads see.
-pub(crate) struct ProcesserShared {
-    /// Slot index in the scheduler's Processer table; the pin target.
-    pub(crate) index: usize,
-    pub(crate) kind: Kind,
-    /// Tasks pushed from other threads.
-    pub(crate) new: Injector<Runnable>,
-    /// Tasks pinned here, pushed from other threads; never stolen.
-    pub(crate) pinned: Injector<Runnable>,
-    /// Thief handle of the runnable queue.
-    pub(crate) stealer: Stealer<Runnable>,
-    /// +1 at every switch into a task. Written only by the owner (Relaxed
-    /// load + store: no read-modify-write on the hot path); read by the
-    /// Dispatcher and stats.
-    pub(crate) switches: AtomicU64,
-    /// A task is switched in right now. Relaxed: a sample, paired with the
-    /// switch counter by the Dispatcher.
-    pub(crate) running: AtomicBool,
-    /// The thread is asleep (or about to be) waiting for work. See the
-    /// module docs for the protocol.
-    pub(crate) sleeping: AtomicBool,
-    /// On the scheduler's sleepers stack; only read and written under the
-    /// stack's lock (see `idle.rs`).
-    pub(crate) listed: AtomicBool,
-    /// A waker counted this Processer as a searcher before waking it (Go's
-    /// `wakep`, see `idle.rs`): the Processer must search, and end that
-    /// search. Set by the waker before its CAS on `sleeping`; taken (swapped
-    /// out) either by the Processer, or by the waker when its CAS failed,
-    /// so exactly one of them owns the search.
-    pub(crate) search_handoff: AtomicBool,
-    /// Marked by the Dispatcher: the running task has not switched out for
-    /// longer than the block timeout.
-    pub(crate) blocked: AtomicBool,
-    /// The Processer left (Extra or Caller kind); pushes must go elsewhere.
-    pub(crate) retired: AtomicBool,
-    /// The thread, for unpark; set when the thread starts.
-    pub(crate) thread: OnceLock<Thread>,
-    /// The thread's CPU-time clock, for the Dispatcher's kernel-block test.
-    /// A clock id (not a `pthread_t`) stays safe to read after the thread
-    /// exits: `clock_gettime` then fails with `EINVAL`.
-    pub(crate) cpu_clock: OnceLock<libc::clockid_t>,
-    /// The thread's kernel id, to read its state from
-    /// `/proc/self/task/<tid>/stat` and tell a thread sleeping in the kernel
-    /// (`S`, `D`) from one merely preempted (`R`). The file is opened on
-    /// demand, not kept open: a scheduler of many Processers would otherwise
-    /// hold as many file descriptors for its life.
-    tid: OnceLock<libc::pid_t>,
-    /// Tasks rescued from this Processer by the Dispatcher.
-    pub(crate) rescued: AtomicU64,
-}
-
-impl ProcesserShared {
-    /// Whether `task` may be queued here: a task pinned here, or an unpinned
-    /// one on a Processer that takes any work. A `block_on` caller runs its
-    /// root task (pinned to it) and nothing else: another task could block
-    /// the caller's thread and hold up the root, and `block_on` could not
-    /// return until that task switched out.
-    pub(crate) fn may_run(&self, task: &TaskHeader) -> bool {
-        match task.pin {
-            Some(pin) => pin == self.index,
-            None => self.kind != Kind::Caller,
-        }
-    }
-
-    /// Tasks waiting here (new + runnable + pinned), approximately.
-    pub(crate) fn queued(&self) -> usize {
-        self.new.len() + self.stealer.len() + self.pinned.len()
-    }
-
-    /// CPU time the Processer's thread has used, if it can be read.
-    pub(crate) fn cpu_time(&self) -> Option<std::time::Duration> {
-        let clock = *self.cpu_clock.get()?;
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid out-pointer; an id of an exited thread
-        // makes the call fail, which is handled.
-        if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-            return None;
-        }
-        Some(std::time::Duration::new(
-            ts.tv_sec as u64,
-            ts.tv_nsec as u32,
-        ))
-    }
-
-    /// Whether the thread sleeps in the kernel right now (state `S` or `D`
-    /// in `/proc`), as opposed to running or waiting for a CPU (`R`).
-    /// `None` if it cannot be read.
-    ///
-    /// Opens, reads and closes `/proc/self/task/<tid>/stat`, without a heap
-    /// allocation: about 9-11 us on a 2-vCPU virtual machine (a `pread` on a
-    /// file kept open costs about 4 us). The Dispatcher asks only about a
-    /// suspect whose CPU clock barely moved, a few times per detection.
-    pub(crate) fn sleeping_in_kernel(&self) -> Option<bool> {
-        use std::io::{Read, Write};
-        let tid = *self.tid.get()?;
-        let mut path = [0u8; 64];
-        let mut rest = &mut path[..];
-        write!(rest, "/proc/self/task/{tid}/stat").ok()?;
-        let len = 64 - rest.len();
-        let path = std::str::from_utf8(&path[..len]).ok()?;
-        let mut buf = [0u8; 256];
-        let n = std::fs::File::open(path).ok()?.read(&mut buf).ok()?;
-        let text = &buf[..n];
-        // "tid (comm) S ...": the state follows the last ')'.
-        let close = text.iter().rposition(|&b| b == b')')?;
-        let state = *text.get(close + 2)?;
-        Some(matches!(state, b'S' | b'D'))
-    }
-
-    /// Wakes the thread if it sleeps. Returns whether this call woke it.
-    pub(crate) fn wake(&self) -> bool {
-        if self.sleeping.load(Ordering::SeqCst)
-            && self
-                .sleeping
-                .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
-        {
-            if let Some(t) = self.thread.get() {
-                t.unpark();
-            }
-            true
-        } else {
-            false
-        }
-    }
-}
-
 /// The half of a Processer only its own thread touches. All access is through
 /// `&ProcLocal` (interior mutability), because a running task reaches it
 /// through the thread-local pointer while the loop below it is suspended.
@@ -244,7 +92,7 @@ pub(crate) struct ProcLocal {
     runnable: Worker<Runnable>,
     pinned_local: RefCell<VecDeque<Runnable>>,
     gc: RefCell<Vec<Runnable>>,
-    pool: RefCell<StackPool>,
+    stacks: RefCell<LocalStacks>,
     tick: Cell<u32>,
     /// xorshift state, for the first victim of a steal round.
     rng: Cell<u64>,
@@ -260,76 +108,12 @@ pub(crate) struct ProcLocal {
     pub(crate) idle_since: Cell<Option<Instant>>,
 }
 
-thread_local! {
-    static CURRENT_PROC: Cell<*const ProcLocal> = const { Cell::new(std::ptr::null()) };
-}
-
-#[inline(never)]
-fn current_proc_ptr() -> *const ProcLocal {
-    CURRENT_PROC.with(|c| c.get())
-}
-
-/// The running task's header, or `None` outside a task.
-#[inline(never)]
-pub(crate) fn current_task_ptr() -> Option<*const TaskHeader> {
-    let p = current_proc_ptr();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: CURRENT_PROC points at the ProcLocal of this thread's running
-    // Processer loop, which outlives every task it switches into.
-    let t = unsafe { (*p).current.get() };
-    (!t.is_null()).then_some(t)
-}
-
-/// A new reference to the running task's header.
-pub(crate) fn current_task() -> Option<Arc<TaskHeader>> {
-    current_task_ptr().map(|t| {
-        // SAFETY: `t` came from Arc::as_ptr of the Runnable the Processer
-        // holds while the task runs, so the allocation is alive; taking a
-        // new strong count for the returned Arc is balanced by its drop.
-        unsafe {
-            Arc::increment_strong_count(t);
-            Arc::from_raw(t)
-        }
-    })
-}
-
-/// The scheduler of the Processer running on this thread, if any.
-pub(crate) fn current_scheduler() -> Option<Arc<Shared>> {
-    let p = current_proc_ptr();
-    // SAFETY: see current_task_ptr.
-    (!p.is_null()).then(|| unsafe { (*p).sched.clone() })
-}
-
-/// Whether this thread is a Processer of `sched` (a pointer comparison, no
-/// reference count touched: it sits on the spawn path).
-pub(crate) fn on_scheduler(sched: &Shared) -> bool {
-    let p = current_proc_ptr();
-    // SAFETY: see current_task_ptr.
-    !p.is_null() && std::ptr::eq(unsafe { &*(*p).sched }, sched)
-}
-
-/// Makes a task runnable: on this thread's Processer when it is one of the
-/// task's scheduler and may run it (cheap, no atomics beyond the queue's),
-/// otherwise on a Processer chosen by the scheduler, which is woken if
-/// asleep.
-pub(crate) fn schedule(r: Runnable) {
-    let p = current_proc_ptr();
-    if !p.is_null() {
-        // SAFETY: see current_task_ptr; only shared access is taken.
-        let local = unsafe { &*p };
-        let same = Arc::ptr_eq(&local.sched, &r.header().shared);
-        if same && local.p.may_run(r.header()) {
-            local.push_local(r, true);
-            return;
-        }
-    }
-    let sched = r.header().shared.clone();
-    sched.push_remote(r);
-}
-
 impl ProcLocal {
+    /// The task switched in right now (null between tasks).
+    pub(crate) fn current(&self) -> *const TaskHeader {
+        self.current.get()
+    }
+
     pub(crate) fn new(
         p: Arc<ProcesserShared>,
         sched: Arc<Shared>,
@@ -347,7 +131,7 @@ impl ProcLocal {
             runnable,
             pinned_local: RefCell::new(VecDeque::new()),
             gc: RefCell::new(Vec::new()),
-            pool: RefCell::new(StackPool::new(size, stack::LOCAL_POOL_MAX)),
+            stacks: RefCell::new(LocalStacks::new(size)),
             tick: Cell::new(0),
             rng,
             table,
@@ -365,7 +149,7 @@ impl ProcLocal {
     /// Queues a task on this Processer. `wake_idle`: also wake an idle
     /// Processer to steal, if there are idle ones and none is searching
     /// (`Shared::wake_idle_for_local_work`).
-    fn push_local(&self, t: Runnable, wake_idle: bool) {
+    pub(crate) fn push_local(&self, t: Runnable, wake_idle: bool) {
         if t.header().pin.is_some() {
             self.pinned_local.borrow_mut().push_back(t);
             return;
@@ -490,10 +274,13 @@ impl ProcLocal {
             Some(ctx) => ctx,
             None => match self.alloc_stack(t.header().stack_size) {
                 Ok(stack) => {
-                    let ctx = coroutine::make_context(&stack);
+                    let ctx = switch::make_context(&stack);
                     let run = t.run();
                     run.stack = Some(stack);
-                    slot = run.entry.take();
+                    slot = run
+                        .entry
+                        .take()
+                        .map(|e| e as Arc<dyn crate::coroutine::switch::Entry>);
                     ctx
                 }
                 Err(e) => {
@@ -519,10 +306,10 @@ impl ProcLocal {
         // own stack, which RunState keeps alive), and we hold its Runnable.
         // `slot` outlives the switch: we are suspended inside `resume` until
         // the task switches back.
-        let (ctx, why) = unsafe { coroutine::resume(ctx, &mut slot as *mut EntrySlot as usize) };
+        let (ctx, why) = unsafe { switch::resume(ctx, &mut slot as *mut EntrySlot as usize) };
         self.current.set(std::ptr::null());
         self.p.running.store(false, Ordering::Relaxed);
-        if self.sched.config.dense_stacks {
+        if self.sched.stacks.is_dense() {
             check_dense_stack(&mut t, &ctx);
         }
         if self.p.blocked.load(Ordering::Relaxed) {
@@ -567,47 +354,28 @@ impl ProcLocal {
         if batch.is_empty() {
             return;
         }
-        let mut pool = self.pool.borrow_mut();
+        let shared = &self.sched.stacks;
+        let mut local = self.stacks.borrow_mut();
         let mut released = false;
         for mut t in batch {
             if let Some(s) = t.run().stack.take() {
                 released = true;
-                if s.size() == pool.size() {
-                    if let Err(s) = pool.push(s) {
-                        // Local pool full: hand half of it to the shared one.
-                        let half = pool.take_batch(stack::LOCAL_POOL_MAX / 2);
-                        self.sched.give_stacks(half);
-                        let _ = pool.push(s);
-                    }
-                }
-                // Other sizes are unmapped here (dropped).
+                local.free(shared, s);
             }
             // Dropping `t` releases the task header, and with it anything a
             // user destructor left in its locals: contain a panic there.
             contain("a finished task", || drop(t));
         }
-        drop(pool);
+        drop(local);
         if released {
             // Only a stack actually given back makes spawning possible again
             // (a task that failed to get one must not clear the record).
-            self.sched.stack_released();
+            shared.released();
         }
     }
 
     fn alloc_stack(&self, size: usize) -> std::io::Result<StackMem> {
-        let mut pool = self.pool.borrow_mut();
-        if size == pool.size() {
-            if let Some(s) = pool.pop() {
-                return Ok(s);
-            }
-            let batch = self.sched.take_stacks(stack::LOCAL_POOL_MAX / 2);
-            pool.extend(batch);
-            if let Some(s) = pool.pop() {
-                return Ok(s);
-            }
-        }
-        drop(pool);
-        self.sched.new_stack(size)
+        self.stacks.borrow_mut().alloc(&self.sched.stacks, size)
     }
 
     /// Moves every queued task to other Processers (retirement).
@@ -629,8 +397,8 @@ impl ProcLocal {
     /// The Processer loop. Returns when the scheduler stops, or when `until`
     /// says so (a `block_on` caller), or when an Extra Processer retires.
     pub(crate) fn run(&self, until: Option<&dyn Fn() -> bool>) {
-        let prev = CURRENT_PROC.with(|c| c.replace(self as *const ProcLocal));
-        crate::overflow::thread_init();
+        let prev = context::enter(self);
+        crate::coroutine::overflow::thread_init();
         loop {
             if let Some(t) = self.next_task() {
                 self.idle_since.set(None);
@@ -663,7 +431,7 @@ impl ProcLocal {
             fence(Ordering::SeqCst);
             self.drain_to_others();
         }
-        CURRENT_PROC.with(|c| c.set(prev));
+        context::leave(prev);
     }
 
     /// No local work: search other Processers' queues (if the searchers
@@ -772,7 +540,7 @@ impl ProcLocal {
             }
             // Awake again without having parked: the Dispatcher may have
             // gone into deep sleep seeing us asleep.
-            crate::dispatcher::processer_awake(&self.sched);
+            super::dispatcher::processer_awake(&self.sched);
             return Some(t);
         }
         if self.sched.should_exit(self) {
@@ -790,14 +558,14 @@ impl ProcLocal {
                     if self.cancel_sleep() {
                         self.sched.idle.idle_dec();
                     }
-                    crate::dispatcher::processer_awake(&self.sched);
+                    super::dispatcher::processer_awake(&self.sched);
                     return None;
                 }
                 None => std::thread::park(),
             }
         }
         // Woken: the waker already decremented the idle count.
-        crate::dispatcher::processer_awake(&self.sched);
+        super::dispatcher::processer_awake(&self.sched);
         None
     }
 
@@ -812,78 +580,35 @@ impl ProcLocal {
     }
 }
 
+/// A dense stack's canary check failed: report the task and abort.
+fn dense_overflow(task: &TaskHeader) -> ! {
+    crate::coroutine::overflow::abort_with(|w| {
+        let _ = write!(
+            w,
+            "{} overflowed its {}-byte dense stack (canary at the stack limit damaged, \
+             seen at its last switch); aborting",
+            task.label(),
+            task.stack_size
+        );
+    })
+}
+
 /// Dense stacks have no guard page: after every switch out, check that the
-/// task stayed inside its stack (see `stack.rs`), and abort naming it if not.
-fn check_dense_stack(t: &mut Runnable, ctx: &context::Context) {
+/// task stayed inside its stack (see `coroutine/stack.rs`), and abort naming it if not.
+fn check_dense_stack(t: &mut Runnable, ctx: &::context::Context) {
     // The read below relies on `Context` being one pointer wide (it is a
     // `#[repr(C)]` newtype of `&'static c_void` in context 3.x).
-    const _: () = assert!(std::mem::size_of::<context::Context>() == std::mem::size_of::<usize>());
+    const _: () =
+        assert!(std::mem::size_of::<::context::Context>() == std::mem::size_of::<usize>());
     // SAFETY: `Context` is a `#[repr(C)]` wrapper of one pointer, the saved
     // stack pointer of the suspended coroutine; reading it as a usize copies
     // that address without using it.
-    let sp = unsafe { std::mem::transmute_copy::<context::Context, usize>(ctx) };
+    let sp = unsafe { std::mem::transmute_copy::<::context::Context, usize>(ctx) };
     let intact = match t.run().stack.as_ref() {
         Some(s) if s.is_dense() => s.dense_intact(sp),
         _ => true,
     };
     if !intact {
-        crate::overflow::dense_overflow(t.header());
+        dense_overflow(t.header());
     }
-}
-
-fn drain_injector(q: &Injector<Runnable>, out: &mut Vec<Runnable>) {
-    loop {
-        match q.steal() {
-            Steal::Success(t) => out.push(t),
-            Steal::Retry => continue,
-            Steal::Empty => break,
-        }
-    }
-}
-
-/// Pulls everything out of a retired Processer's remote queues (used by a
-/// pusher that raced the retirement).
-pub(crate) fn drain_retired(p: &ProcesserShared) -> Vec<Runnable> {
-    let mut out = Vec::new();
-    drain_injector(&p.new, &mut out);
-    drain_injector(&p.pinned, &mut out);
-    out
-}
-
-/// Creates the shared half of a Processer for slot `index`, and the owner
-/// handle of its runnable queue (which goes to the thread that runs it).
-pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, Worker<Runnable>) {
-    let runnable = Worker::new_fifo();
-    let p = Arc::new(ProcesserShared {
-        index,
-        kind,
-        new: Injector::new(),
-        pinned: Injector::new(),
-        stealer: runnable.stealer(),
-        switches: AtomicU64::new(0),
-        running: AtomicBool::new(false),
-        sleeping: AtomicBool::new(false),
-        listed: AtomicBool::new(false),
-        search_handoff: AtomicBool::new(false),
-        blocked: AtomicBool::new(false),
-        retired: AtomicBool::new(false),
-        thread: OnceLock::new(),
-        cpu_clock: OnceLock::new(),
-        tid: OnceLock::new(),
-        rescued: AtomicU64::new(0),
-    });
-    (p, runnable)
-}
-
-/// Records the calling thread as `p`'s thread.
-pub(crate) fn bind_thread(p: &ProcesserShared) {
-    let _ = p.thread.set(std::thread::current());
-    let mut clock: libc::clockid_t = 0;
-    // SAFETY: pthread_self() is the live calling thread; `clock` is a valid
-    // out-pointer.
-    if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
-        let _ = p.cpu_clock.set(clock);
-    }
-    // SAFETY: gettid has no preconditions.
-    let _ = p.tid.set(unsafe { libc::gettid() });
 }

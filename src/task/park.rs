@@ -11,16 +11,18 @@
 //! - `park` may return spuriously, so callers re-check their condition in a
 //!   loop.
 //!
-//! The task-side state machine and its races are documented in `task.rs`.
+//! The task-side state machine and its races are documented in
+//! `runtime/park_state.rs` and `runtime/task.rs`.
 
 use std::fmt;
 use std::sync::Arc;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use crate::coroutine::{suspend, Suspend};
-use crate::processer;
-use crate::task::{self, TaskHeader, TaskId};
+use crate::coroutine::switch::{suspend, Suspend};
+use crate::runtime::context;
+use crate::runtime::task::{self, TaskHeader, TaskId};
+use crate::runtime::timer::Action;
 
 /// A handle to a task or thread that can be woken with [`unpark`](Task::unpark).
 ///
@@ -44,7 +46,7 @@ impl Task {
         match &self.inner {
             Inner::Coroutine(h) => {
                 if let Some(r) = task::unpark(h) {
-                    processer::schedule(r);
+                    context::schedule(r);
                 }
             }
             Inner::Thread(t) => t.unpark(),
@@ -97,7 +99,7 @@ impl fmt::Debug for Task {
 
 /// A handle to the current task, or to the current thread outside a task.
 pub fn current() -> Task {
-    match processer::current_task() {
+    match context::current_task() {
         Some(h) => Task {
             inner: Inner::Coroutine(h),
         },
@@ -111,7 +113,7 @@ pub fn current() -> Task {
 ///
 /// May return spuriously; see the module docs.
 pub fn park() {
-    match processer::current_task_ptr() {
+    match context::current_task_ptr() {
         Some(h) => {
             // SAFETY: the pointer is the running task's header, kept alive by
             // the Processer's Runnable for as long as the task runs.
@@ -140,7 +142,7 @@ pub fn park_timeout(timeout: Duration) {
 
 /// Parks until unparked or until `deadline`. May return spuriously.
 pub(crate) fn park_deadline(deadline: Instant) {
-    match processer::current_task() {
+    match context::current_task() {
         Some(h) => {
             if task::take_token(&h) {
                 return;
@@ -148,10 +150,7 @@ pub(crate) fn park_deadline(deadline: Instant) {
             if deadline <= Instant::now() {
                 return;
             }
-            let key = h.shared.timers.add(
-                deadline,
-                crate::timer::Action::Unpark(current_from(h.clone())),
-            );
+            let key = h.shared.timers.add(deadline, Action::Wake(h.clone()));
             suspend(Suspend::Park);
             // Woken early or by the timer: either way the entry goes now
             // (a no-op if it fired), so a finished wait leaves nothing behind.
@@ -166,16 +165,10 @@ pub(crate) fn park_deadline(deadline: Instant) {
     }
 }
 
-fn current_from(h: Arc<TaskHeader>) -> Task {
-    Task {
-        inner: Inner::Coroutine(h),
-    }
-}
-
 /// Lets other tasks run: the current task goes to the back of its
 /// Processer's queue. Outside a task, yields the thread.
 pub fn yield_now() {
-    if processer::current_task_ptr().is_some() {
+    if context::current_task_ptr().is_some() {
         suspend(Suspend::Yield);
     } else {
         std::thread::yield_now();
@@ -184,17 +177,17 @@ pub fn yield_now() {
 
 /// Whether the caller runs inside a gofer task.
 pub fn is_coroutine() -> bool {
-    processer::current_task_ptr().is_some()
+    context::current_task_ptr().is_some()
 }
 
 /// The current task's id, or `None` outside a task.
 pub fn current_id() -> Option<TaskId> {
     // SAFETY: the running task's header is alive while it runs (see park).
-    processer::current_task_ptr().map(|h| unsafe { (*h).id })
+    context::current_task_ptr().map(|h| unsafe { (*h).id })
 }
 
 /// The current task's name, or `None` outside a task or for an unnamed one.
 pub fn current_name() -> Option<String> {
     // SAFETY: the running task's header is alive while it runs (see park).
-    processer::current_task_ptr().and_then(|h| unsafe { (*h).name.as_deref().map(String::from) })
+    context::current_task_ptr().and_then(|h| unsafe { (*h).name.as_deref().map(String::from) })
 }

@@ -26,9 +26,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use crate::error::{contain, JoinError, TaskLabel};
-use crate::park::Task;
-use crate::task::{TaskHeader, TaskId};
+use super::park::Task;
+use crate::coroutine::switch::Entry;
+use crate::error::{contain, JoinError};
+use crate::runtime::context;
+use crate::runtime::task::{TaskEntry, TaskId, TaskLabel};
 
 const DONE: u8 = 1;
 const WAITING: u8 = 2;
@@ -70,22 +72,17 @@ impl<T> JoinInner<T> {
         }
     }
 
+    /// Whether the result is stored.
+    pub(crate) fn is_done(&self) -> bool {
+        self.state.load(Ordering::Acquire) & DONE != 0
+    }
+
     /// Takes the result; only after DONE was observed with Acquire.
     fn take(&self) -> Result<T, JoinError> {
         // SAFETY: DONE was observed, so the completer wrote `result` and
         // will not touch it again; join consumes the handle, so this runs once.
         unsafe { (*self.result.get()).take() }.expect("gofer: join result taken twice")
     }
-}
-
-/// Runs at the root of a coroutine, behind a type-erased pointer.
-pub(crate) trait TaskEntry: Send + Sync {
-    /// Runs the user's closure, catching any panic, and publishes the result
-    /// (counting the task as completed in its scheduler first, so that a
-    /// joiner that wakes up sees it counted). `task` is the running task.
-    fn run(self: Arc<Self>, task: &TaskHeader);
-    /// The task can never run (no stack could be had): publish the error.
-    fn fail(self: Arc<Self>, e: JoinError);
 }
 
 /// The join side of a [`Spawned`], seen without its closure type.
@@ -124,18 +121,27 @@ where
     }
 }
 
-impl<F, T> TaskEntry for Spawned<F, T>
+impl<F, T> Entry for Spawned<F, T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Arc<Self>, task: &TaskHeader) {
+    /// Runs the user's closure, catching any panic, and publishes the result
+    /// (counting the task as completed in its scheduler first, so that a
+    /// joiner that wakes up sees it counted).
+    fn run(self: Arc<Self>) {
+        let Some(task) = context::current_task_ptr() else {
+            return;
+        };
+        // SAFETY: this runs at the root of the task's own coroutine, and the
+        // Processer's Runnable keeps the header alive while the task runs.
+        let task = unsafe { &*task };
         let Some(f) = self.take_f() else {
             return;
         };
         let r = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::panic);
         // Coroutine-local values die with the task, before the joiner wakes.
-        if let Err(p) = catch_unwind(crate::locals::clear_current) {
+        if let Err(p) = catch_unwind(super::locals::clear_current) {
             if let Some(m) = crate::error::panic_message(p.as_ref()) {
                 eprintln!("gofer: a coroutine-local destructor panicked: {m}");
             }
@@ -146,10 +152,16 @@ where
         // If the handle is gone, this is the last reference and drops the
         // result (or the panic payload) here, at the task's root frame: a
         // panicking destructor must not unwind any further.
-        let label = TaskLabel(task.id, task.name.as_deref());
+        let label = task.label();
         contain(format_args!("the result of {label}"), move || drop(self));
     }
+}
 
+impl<F, T> TaskEntry for Spawned<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
     fn fail(self: Arc<Self>, e: JoinError) {
         drop(self.take_f());
         self.join.complete(Err(e));
@@ -202,12 +214,12 @@ impl<T> JoinHandle<T> {
         }
         // SAFETY: only the joiner writes `waiter`, and only before WAITING is
         // set; join consumes the handle, so there is one joiner.
-        unsafe { *inner.waiter.get() = Some(crate::park::current()) };
+        unsafe { *inner.waiter.get() = Some(super::park::current()) };
         let prev = inner.state.fetch_or(WAITING, Ordering::AcqRel);
         if prev & DONE == 0 {
             // Park until DONE: park may wake spuriously, hence the loop.
             while inner.state.load(Ordering::Acquire) & DONE == 0 {
-                crate::park::park();
+                super::park::park();
             }
         }
         inner.take()

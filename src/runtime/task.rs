@@ -29,6 +29,7 @@
 //! unparker that wins `PARKED -> EMPTY` takes it back as a new `Runnable`.
 //! A parked task is therefore never freed, and never scheduled twice.
 
+use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::mem::ManuallyDrop;
@@ -37,11 +38,11 @@ use std::sync::Arc;
 
 use context::Context;
 
-use crate::join::TaskEntry;
-use crate::locals::LocalMap;
-use crate::park_state::{ParkOutcome, ParkState};
-use crate::scheduler::Shared;
-use crate::stack::StackMem;
+use super::park_state::{ParkOutcome, ParkState};
+use super::shared::Shared;
+use crate::coroutine::stack::StackMem;
+use crate::coroutine::switch::Entry;
+use crate::error::JoinError;
 
 /// A task's identifier, unique within the process.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,6 +69,55 @@ impl fmt::Debug for TaskId {
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+/// A task as reports name it: `task 17 'reader'`, or `task 17`.
+pub(crate) struct TaskLabel<'a>(pub(crate) TaskId, pub(crate) Option<&'a str>);
+
+impl fmt::Display for TaskLabel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "task {}", self.0)?;
+        if let Some(name) = self.1 {
+            write!(f, " '{name}'")?;
+        }
+        Ok(())
+    }
+}
+
+/// What runs at the root of a task's coroutine: the user's closure and the
+/// slot its result goes to (`task/join.rs`).
+pub(crate) trait TaskEntry: Entry {
+    /// The task can never run (no stack could be had): publish the error.
+    fn fail(self: Arc<Self>, e: JoinError);
+}
+
+/// The values of one task, keyed by the address of their `LocalKey`.
+///
+/// Values are kept as raw pointers from `Box::into_raw`, so that growing the
+/// vector never moves (and so re-asserts unique ownership of) a `Box` while
+/// a `&T` handed to `with` points into it.
+#[derive(Default)]
+pub(crate) struct LocalMap {
+    pub(crate) values: Vec<(usize, *mut dyn Any)>,
+}
+
+impl LocalMap {
+    pub(crate) fn get(&self, key: usize) -> Option<*const dyn Any> {
+        self.values
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|&(_, v)| v as *const dyn Any)
+    }
+}
+
+impl Drop for LocalMap {
+    fn drop(&mut self) {
+        // Values still here when the header is dropped would be dropped on
+        // whichever thread drops it, which need not be the task's: leak them
+        // instead (clear_current already dropped everything it could on the
+        // task itself).
+        self.values.clear();
     }
 }
 
@@ -144,6 +194,11 @@ impl TaskHeader {
             }),
             locals: UnsafeCell::new(LocalMap::default()),
         }
+    }
+
+    /// How reports name the task: `task 17 'reader'`.
+    pub(crate) fn label(&self) -> TaskLabel<'_> {
+        TaskLabel(self.id, self.name.as_deref())
     }
 
     /// The guard page range of the task's stack, if it has one. Only called

@@ -19,31 +19,32 @@ use std::sync::Once;
 
 use context::{Context, Transfer};
 
-use crate::error::TaskLabel;
-use crate::stack::{self, StackMem};
+use super::stack::{self, StackMem};
 
 /// Stack for running the hook of a panicking task.
 const HOOK_STACK_SIZE: usize = 256 * 1024;
 
 type Hook = Box<dyn Fn(&PanicHookInfo<'_>) + Sync + Send + 'static>;
 
-/// Wraps the current panic hook (once per process).
-pub(crate) fn install() {
+/// Writes the name of the task running on this thread (`task 17 'reader'`)
+/// and returns true, or returns false outside a task.
+pub(crate) type Label = fn(out: &mut dyn std::fmt::Write) -> bool;
+
+/// Wraps the current panic hook (once per process); `label` tells a task's
+/// panic from a thread's and names the task.
+pub(crate) fn install(label: Label) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let prev: Hook = panic::take_hook();
-        panic::set_hook(Box::new(move |info| hook(&prev, info)));
+        panic::set_hook(Box::new(move |info| hook(&prev, label, info)));
     });
 }
 
-fn hook(prev: &Hook, info: &PanicHookInfo<'_>) {
-    let Some(task) = crate::processer::current_task_ptr() else {
+fn hook(prev: &Hook, label_of: Label, info: &PanicHookInfo<'_>) {
+    let mut label = String::new();
+    if !label_of(&mut label) {
         return prev(info);
-    };
-    // SAFETY: the running task's header is alive while it runs, and this
-    // code runs on its stack.
-    let task = unsafe { &*task };
-    let label = TaskLabel(task.id, task.name.as_deref());
+    }
     // Frames only; symbols are resolved when printed, on the big stack.
     let bt = Backtrace::capture();
     // The previous hook names the thread, a Processer's, which says little
@@ -79,12 +80,12 @@ fn run_on(stack: &StackMem, f: &mut dyn FnMut()) {
         // A panic inside a panic hook aborts in std anyway; never unwind
         // through this extern "C" frame.
         if panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
-            crate::overflow::fatal("the panic hook panicked");
+            super::overflow::fatal("the panic hook panicked");
         }
         // SAFETY: `t.context` is the caller, suspended in `resume`; we never
         // come back to this stack (the caller drops it).
         unsafe { t.context.resume(0) };
-        crate::overflow::fatal("a finished panic-hook context was resumed");
+        super::overflow::fatal("a finished panic-hook context was resumed");
     }
     let s = stack.as_context_stack();
     let mut f = f;

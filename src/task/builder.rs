@@ -1,8 +1,9 @@
 //! [`Builder`]: spawning a task with options, and the [`go!`](crate::go) macro.
 
+use super::join::JoinHandle;
+use super::spawn::spawn_on;
 use crate::error::SpawnError;
-use crate::join::JoinHandle;
-use crate::scheduler::{current_or_default_shared, Scheduler};
+use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
 
 /// Options for one task: name, stack size, pin, scheduler.
 ///
@@ -77,7 +78,7 @@ impl Builder {
             Some(s) => s.shared().clone(),
             None => current_or_default_shared()?,
         };
-        shared.spawn(self.name, self.stack_size, self.pin, f)
+        spawn_on(&shared, self.name, self.stack_size, self.pin, f)
     }
 }
 

@@ -57,13 +57,6 @@ pub const MAX_STACK_SIZE: usize = 1 << 30;
 /// The stack size of a task when neither the task nor its scheduler sets one.
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
-/// Stacks a Processer keeps for reuse before it hands a batch to the
-/// scheduler-wide pool.
-pub(crate) const LOCAL_POOL_MAX: usize = 64;
-/// Default number of finished stacks a scheduler keeps for reuse
-/// (`SchedulerBuilder::stack_cache`).
-pub const DEFAULT_STACK_CACHE: usize = 8192;
-
 /// The size of a memory page, read once.
 pub(crate) fn page_size() -> usize {
     static PAGE: AtomicUsize = AtomicUsize::new(0);
@@ -376,63 +369,6 @@ impl Drop for DenseArena {
     }
 }
 
-/// A bounded stack of same-sized `StackMem`s.
-pub(crate) struct StackPool {
-    size: usize,
-    max: usize,
-    stacks: Vec<StackMem>,
-}
-
-impl StackPool {
-    pub(crate) fn new(size: usize, max: usize) -> StackPool {
-        StackPool {
-            size,
-            max,
-            stacks: Vec::new(),
-        }
-    }
-
-    /// The stack size this pool recycles.
-    pub(crate) fn size(&self) -> usize {
-        self.size
-    }
-
-    pub(crate) fn pop(&mut self) -> Option<StackMem> {
-        self.stacks.pop()
-    }
-
-    /// Keeps `s` if there is room; returns it otherwise.
-    pub(crate) fn push(&mut self, s: StackMem) -> Result<(), StackMem> {
-        debug_assert_eq!(s.size(), self.size);
-        if self.stacks.len() < self.max {
-            self.stacks.push(s);
-            Ok(())
-        } else {
-            Err(s)
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.stacks.len()
-    }
-
-    /// Takes up to `n` stacks out, for a batch hand-off.
-    pub(crate) fn take_batch(&mut self, n: usize) -> Vec<StackMem> {
-        let keep = self.stacks.len().saturating_sub(n);
-        self.stacks.split_off(keep)
-    }
-
-    /// Adds as many of `batch` as fit; the rest are dropped (unmapped).
-    pub(crate) fn extend(&mut self, batch: Vec<StackMem>) {
-        for s in batch {
-            if self.push(s).is_err() {
-                break;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,17 +409,5 @@ mod tests {
         // SAFETY: writes inside c's own slot, then checks the band.
         unsafe { c.bottom().add(8).write(0xAB) };
         assert!(!c.dense_intact(c.top() as usize - 256), "damaged band seen");
-    }
-
-    #[test]
-    fn pool_is_bounded() {
-        let size = round_to_pages(MIN_STACK_SIZE);
-        let mut p = StackPool::new(size, 2);
-        for _ in 0..2 {
-            assert!(p.push(StackMem::new(size).unwrap()).is_ok());
-        }
-        assert!(p.push(StackMem::new(size).unwrap()).is_err());
-        assert_eq!(p.take_batch(5).len(), 2);
-        assert_eq!(p.len(), 0);
     }
 }

@@ -11,41 +11,12 @@
 use std::any::Any;
 use std::fmt;
 
-/// The values of one task, keyed by the address of their `LocalKey`.
-///
-/// Values are kept as raw pointers from `Box::into_raw`, so that growing the
-/// vector never moves (and so re-asserts unique ownership of) a `Box` while
-/// a `&T` handed to `with` points into it.
-#[derive(Default)]
-pub(crate) struct LocalMap {
-    values: Vec<(usize, *mut dyn Any)>,
-}
-
-impl LocalMap {
-    fn get(&self, key: usize) -> Option<*const dyn Any> {
-        self.values
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|&(_, v)| v as *const dyn Any)
-    }
-}
-
-impl Drop for LocalMap {
-    fn drop(&mut self) {
-        // Values still here when the header is dropped would be dropped on
-        // whichever thread drops it, which need not be the task's: leak them
-        // instead (clear_current already dropped everything it could on the
-        // task itself).
-        self.values.clear();
-    }
-}
-
 /// Most rounds of destructors re-creating values `clear_current` runs.
 const CLEAR_ROUNDS: usize = 16;
 
 /// Drops the current task's coroutine-local values (called as the task ends).
 pub(crate) fn clear_current() {
-    let Some(h) = crate::processer::current_task_ptr() else {
+    let Some(h) = crate::runtime::context::current_task_ptr() else {
         return;
     };
     // A destructor may touch a key again and re-create a value; a few rounds
@@ -86,7 +57,7 @@ impl<T: 'static> LocalKey<T> {
     /// Runs `f` with the current task's value, creating it on first use.
     /// Outside a task, with the current thread's value.
     pub fn with<R>(&'static self, f: impl FnOnce(&T) -> R) -> R {
-        let Some(h) = crate::processer::current_task_ptr() else {
+        let Some(h) = crate::runtime::context::current_task_ptr() else {
             let mut f = Some(f);
             let mut out = None;
             (self.thread)(&mut |v| out = Some((f.take().expect("called once"))(v)));

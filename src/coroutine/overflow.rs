@@ -1,19 +1,32 @@
 //! Stack overflow detection for guarded stacks, and fatal-error exits.
 //!
 //! A SIGSEGV/SIGBUS handler, installed once per process and run on an
-//! alternate signal stack (the faulting stack is unusable), checks whether
-//! the faulting address lies in the guard page of the task running on this
-//! thread. If so it prints one line naming the task and aborts. Any other
-//! fault is passed on to the handler that was installed before ours (Rust's
-//! own handler for thread stacks, if present), or to the default action.
+//! alternate signal stack (the faulting stack is unusable), asks whether the
+//! faulting address lies in the guard page of the coroutine running on this
+//! thread. If so it prints one line naming it and aborts. Any other fault is
+//! passed on to the handler that was installed before ours (Rust's own
+//! handler for thread stacks, if present), or to the default action.
 //!
-//! Everything the handler does is async-signal-safe: it reads a thread-local
-//! pointer and the task header (which the faulting thread itself owns while
-//! the task runs), formats into a stack buffer, and calls `write` and `abort`.
+//! This layer does not know what runs on a coroutine: the runtime installs
+//! the handler with a [`Describe`] function that answers the question for
+//! the running task, and writes the line.
+//!
+//! Everything the handler does is async-signal-safe: the describing function
+//! reads a thread-local pointer and the running task's header (which the
+//! faulting thread itself owns while the task runs) and formats into a
+//! stack buffer; then `write` and `abort`.
 
 use std::fmt::Write as _;
 use std::sync::Once;
 use std::sync::OnceLock;
+
+/// Given a faulting address, writes what overflowed (`task 17 'reader'
+/// overflowed ...`) and returns true if it lies in the guard page of the
+/// coroutine running on this thread; returns false for any other fault.
+/// Called in the signal handler: it must be async-signal-safe.
+pub(crate) type Describe = fn(addr: usize, out: &mut dyn std::fmt::Write) -> bool;
+
+static DESCRIBE: OnceLock<Describe> = OnceLock::new();
 
 /// The handlers that were installed before ours.
 struct Previous {
@@ -32,10 +45,12 @@ static PREVIOUS: OnceLock<Previous> = OnceLock::new();
 /// Size of the alternate signal stack given to threads that have none.
 const ALT_STACK_SIZE: usize = 64 * 1024;
 
-/// Installs the fault handler (once per process).
-pub(crate) fn install() {
+/// Installs the fault handler (once per process), with the function that
+/// recognises an overflow of the running coroutine.
+pub(crate) fn install(describe: Describe) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        let _ = DESCRIBE.set(describe);
         // SAFETY: sigaction with a fully initialised struct; our handler has
         // the SA_SIGINFO signature. The previous actions are saved first, so
         // the handler can chain to them.
@@ -121,22 +136,16 @@ pub(crate) fn fatal(msg: &str) -> ! {
     std::process::abort()
 }
 
-/// A dense stack's canary check failed: report the task and abort.
-pub(crate) fn dense_overflow(task: &crate::task::TaskHeader) -> ! {
+/// Writes `gofer: {what}` (as `f` formats it) on one line and aborts.
+/// Async-signal-safe when `f` is.
+pub(crate) fn abort_with(f: impl FnOnce(&mut dyn std::fmt::Write)) -> ! {
     let mut b = Buf {
         bytes: [0; 512],
         len: 0,
     };
-    let _ = write!(b, "gofer: task {}", task.id);
-    if let Some(name) = task.name.as_deref() {
-        let _ = write!(b, " '{name}'");
-    }
-    let _ = writeln!(
-        b,
-        " overflowed its {}-byte dense stack (canary at the stack limit damaged, \
-         seen at its last switch); aborting",
-        task.stack_size
-    );
+    let _ = b.write_str("gofer: ");
+    f(&mut b);
+    let _ = b.write_str("\n");
     write_stderr(&b);
     std::process::abort()
 }
@@ -144,28 +153,16 @@ pub(crate) fn dense_overflow(task: &crate::task::TaskHeader) -> ! {
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    if let Some(task) = crate::processer::current_task_ptr() {
-        // SAFETY: the running task's header is alive while it runs, and this
-        // thread is the one running it.
-        let task = unsafe { &*task };
-        if let Some((lo, hi)) = task.guard_range() {
-            if (lo..hi).contains(&addr) {
-                let mut b = Buf {
-                    bytes: [0; 512],
-                    len: 0,
-                };
-                let _ = write!(b, "gofer: task {}", task.id);
-                if let Some(name) = task.name.as_deref() {
-                    let _ = write!(b, " '{name}'");
-                }
-                let _ = writeln!(
-                    b,
-                    " overflowed its {}-byte stack (fault at {addr:#x} in the guard page); aborting",
-                    task.stack_size
-                );
-                write_stderr(&b);
-                std::process::abort();
-            }
+    if let Some(describe) = DESCRIBE.get() {
+        let mut b = Buf {
+            bytes: [0; 512],
+            len: 0,
+        };
+        let _ = b.write_str("gofer: ");
+        if describe(addr, &mut b) {
+            let _ = b.write_str("\n");
+            write_stderr(&b);
+            std::process::abort();
         }
     }
     chain(sig, info, uctx);

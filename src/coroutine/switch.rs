@@ -28,10 +28,15 @@
 //! address.
 //!
 //! A panic never crosses a context switch: the task's closure runs inside
-//! `catch_unwind` (see `join.rs`), and `entry` aborts if anything still
+//! `catch_unwind` (see `task/join.rs`), and `entry` aborts if anything still
 //! unwinds to it, since unwinding into the `extern "C"` frame is undefined.
+//!
+//! This layer knows nothing of tasks: what runs at the root of a coroutine
+//! is an [`Entry`], and what a switch out means is the [`Suspend`] reason
+//! the runtime interprets.
 
 use std::cell::Cell;
+use std::sync::Arc;
 
 use context::{Context, Transfer};
 
@@ -58,9 +63,16 @@ impl Suspend {
     }
 }
 
-/// What the Processer hands a coroutine on its first resume: the closure to
+/// What runs at the root of a coroutine.
+pub(crate) trait Entry: Send + Sync {
+    /// Runs to completion on the coroutine's stack. Must not unwind: the
+    /// implementation catches the panics of the code it runs.
+    fn run(self: Arc<Self>);
+}
+
+/// What the Processer hands a coroutine on its first resume: the entry to
 /// run. Lives on the Processer's stack for the duration of the first switch.
-pub(crate) type EntrySlot = Option<std::sync::Arc<dyn crate::join::TaskEntry>>;
+pub(crate) type EntrySlot = Option<Arc<dyn Entry>>;
 
 thread_local! {
     /// The context of the Processer loop on this thread, while a task runs.
@@ -86,23 +98,20 @@ extern "C" fn entry(t: Transfer) -> ! {
     // and stays suspended inside `resume` until we switch back, so the slot
     // is alive and nobody else touches it until then.
     let job = unsafe { (*(t.data as *mut EntrySlot)).take() };
-    if let (Some(job), Some(task)) = (job, crate::processer::current_task_ptr()) {
-        // SAFETY: the running task's header is kept alive by the Processer's
-        // Runnable while the task runs.
-        let task = unsafe { &*task };
+    if let Some(job) = job {
         // `run` catches panics; this outer guard only protects the invariant
         // that nothing unwinds into this extern "C" frame.
-        let run = std::panic::AssertUnwindSafe(move || job.run(task));
+        let run = std::panic::AssertUnwindSafe(move || job.run());
         if std::panic::catch_unwind(run).is_err() {
-            crate::overflow::fatal("a panic escaped a task's root frame");
+            super::overflow::fatal("a panic escaped a task's root frame");
         }
     }
     suspend(Suspend::Done);
-    crate::overflow::fatal("a finished task was resumed");
+    super::overflow::fatal("a finished task was resumed");
 }
 
 /// Makes a fresh coroutine context on `stack`.
-pub(crate) fn make_context(stack: &crate::stack::StackMem) -> Context {
+pub(crate) fn make_context(stack: &super::stack::StackMem) -> Context {
     let s = stack.as_context_stack();
     // SAFETY: the StackMem outlives the Context: both live in the task's
     // RunState, and the Processer drops the stack only after the task is

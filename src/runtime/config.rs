@@ -1,0 +1,287 @@
+//! Scheduler configuration: the builder, the accepted range of each
+//! setting, and the environment variables of the default scheduler.
+
+use std::time::Duration;
+
+use crate::coroutine::stack;
+use crate::coroutine::stacks;
+use crate::error::ConfigError;
+
+/// Default cap on Processer threads when `max_threads` is not set.
+pub const DEFAULT_MAX_THREADS: usize = 64;
+/// The most Processer threads one scheduler accepts: the upper bound of
+/// `min_threads` and `max_threads`, and of `GOFER_THREADS` and
+/// `GOFER_MAX_THREADS`.
+///
+/// A fixed bound, so that a typo cannot start tens of thousands of threads.
+/// Each Processer thread costs a 2 MiB stack reservation (RSS only for what
+/// it touches), two memory mappings for that stack and two for its signal
+/// stack, and one entry against the process's `RLIMIT_NPROC` and the
+/// system's `kernel.threads-max`; it holds no file descriptor.
+pub const MAX_THREADS_LIMIT: usize = 4096;
+/// Default time a task may run without switching before its Processer is
+/// considered blocked.
+pub const DEFAULT_BLOCK_TIMEOUT: Duration = Duration::from_millis(10);
+/// Shortest accepted `block_timeout` (it may not be shorter than the
+/// `dispatch_interval` either).
+pub const MIN_BLOCK_TIMEOUT: Duration = Duration::from_micros(100);
+/// Longest accepted `block_timeout`.
+pub const MAX_BLOCK_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+/// Default fastest sampling period of the Dispatcher.
+pub const DEFAULT_DISPATCH_INTERVAL: Duration = Duration::from_micros(100);
+/// Shortest accepted `dispatch_interval`.
+pub const MIN_DISPATCH_INTERVAL: Duration = Duration::from_micros(10);
+/// Longest accepted `dispatch_interval`.
+pub const MAX_DISPATCH_INTERVAL: Duration = Duration::from_secs(1);
+/// Default time an extra Processer stays idle before its thread exits.
+pub const DEFAULT_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(3);
+/// Shortest accepted `idle_thread_timeout`.
+pub const MIN_IDLE_THREAD_TIMEOUT: Duration = Duration::from_millis(1);
+/// Longest accepted `idle_thread_timeout`.
+pub const MAX_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// A validated scheduler configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) min_threads: usize,
+    pub(crate) max_threads: usize,
+    pub(crate) stack_size: usize,
+    pub(crate) name: String,
+    pub(crate) block_timeout: Duration,
+    pub(crate) dispatch_interval: Duration,
+    pub(crate) idle_thread_timeout: Duration,
+    pub(crate) kernel_block_detection: bool,
+    pub(crate) dense_stacks: bool,
+    pub(crate) stack_cache: usize,
+}
+
+/// Configures and starts a [`Scheduler`](crate::Scheduler).
+///
+/// ```
+/// let sched = gofer::Scheduler::builder()
+///     .min_threads(2)
+///     .max_threads(8)
+///     .stack_size(128 * 1024)
+///     .name("workers")
+///     .build()?;
+/// assert_eq!(sched.block_on(|| 7), 7);
+/// sched.shutdown();
+/// # Ok::<(), gofer::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until build() is called"]
+pub struct SchedulerBuilder {
+    min_threads: usize,
+    max_threads: Option<usize>,
+    stack_size: usize,
+    name: String,
+    block_timeout: Duration,
+    dispatch_interval: Duration,
+    idle_thread_timeout: Duration,
+    kernel_block_detection: bool,
+    dense_stacks: bool,
+    stack_cache: usize,
+}
+
+impl Default for SchedulerBuilder {
+    fn default() -> Self {
+        SchedulerBuilder {
+            min_threads: 0,
+            max_threads: None,
+            stack_size: stack::DEFAULT_STACK_SIZE,
+            name: "gofer".to_string(),
+            block_timeout: DEFAULT_BLOCK_TIMEOUT,
+            dispatch_interval: DEFAULT_DISPATCH_INTERVAL,
+            idle_thread_timeout: DEFAULT_IDLE_THREAD_TIMEOUT,
+            kernel_block_detection: true,
+            dense_stacks: false,
+            stack_cache: stacks::DEFAULT_STACK_CACHE,
+        }
+    }
+}
+
+impl SchedulerBuilder {
+    /// Processers started at build, which live until shutdown; `0` (the
+    /// default) means the number of CPUs. Accepted: 0 to
+    /// [`MAX_THREADS_LIMIT`] (4096).
+    ///
+    /// Threads are started one after another, and `build` returns
+    /// [`ConfigError::ThreadStart`] (after stopping those already started)
+    /// if the operating system refuses one.
+    pub fn min_threads(mut self, n: usize) -> Self {
+        self.min_threads = n;
+        self
+    }
+
+    /// The cap on Processer threads, including the extra ones the Dispatcher
+    /// starts when every Processer is blocked. Default:
+    /// `max(min_threads, 64)`. Accepted: 1 to [`MAX_THREADS_LIMIT`] (4096),
+    /// and not below `min_threads` (once `0` is resolved to the number of
+    /// CPUs). Threads that lend themselves to the scheduler inside
+    /// [`Scheduler::block_on`](crate::Scheduler::block_on) are not counted: they belong to the caller.
+    pub fn max_threads(mut self, n: usize) -> Self {
+        self.max_threads = Some(n);
+        self
+    }
+
+    /// The stack size of tasks that do not set their own, in bytes (rounded
+    /// up to whole pages). Default 256 KiB; accepted
+    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE) to
+    /// [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE). Only touched pages cost memory.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// The prefix of thread names: `"{name}-0"`, `"{name}-1"`, ...
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// How long a task may run without switching out before its Processer
+    /// is considered blocked and its queued tasks are moved elsewhere.
+    /// Default 10 ms. Accepted: [`MIN_BLOCK_TIMEOUT`] (100 us) to
+    /// [`MAX_BLOCK_TIMEOUT`] (1 hour), and not shorter than the
+    /// `dispatch_interval`.
+    pub fn block_timeout(mut self, d: Duration) -> Self {
+        self.block_timeout = d;
+        self
+    }
+
+    /// The Dispatcher's fastest sampling period. Default 100 us. Accepted:
+    /// [`MIN_DISPATCH_INTERVAL`] (10 us) to [`MAX_DISPATCH_INTERVAL`] (1 s).
+    ///
+    /// A kernel-blocked Processer is caught about three intervals after it
+    /// blocked; shutdown does not wait for the Dispatcher's current interval
+    /// to run out.
+    pub fn dispatch_interval(mut self, d: Duration) -> Self {
+        self.dispatch_interval = d;
+        self
+    }
+
+    /// How long an extra Processer (beyond `min_threads`) stays idle before
+    /// its thread exits. Default 3 s. Accepted: [`MIN_IDLE_THREAD_TIMEOUT`]
+    /// (1 ms) to [`MAX_IDLE_THREAD_TIMEOUT`] (1 day).
+    pub fn idle_thread_timeout(mut self, d: Duration) -> Self {
+        self.idle_thread_timeout = d;
+        self
+    }
+
+    /// Whether the Dispatcher reads each Processer thread's CPU clock to
+    /// catch a task blocked in the kernel after two dispatch intervals,
+    /// rather than waiting for `block_timeout`. Default `true`.
+    pub fn kernel_block_detection(mut self, on: bool) -> Self {
+        self.kernel_block_detection = on;
+        self
+    }
+
+    /// Carve stacks out of large shared mappings without guard pages, so
+    /// that the number of live tasks is no longer capped by
+    /// `vm.max_map_count` (about 32k guarded stacks). Default `false`.
+    ///
+    /// An overflow is then caught only after the fact, at the task's next
+    /// switch, by a canary band at the stack limit; the process aborts with a
+    /// message naming the task, since a neighbouring stack may already be
+    /// damaged. Use it with small stacks (16 KiB) for very many light tasks.
+    pub fn dense_stacks(mut self, on: bool) -> Self {
+        self.dense_stacks = on;
+        self
+    }
+
+    /// How many finished stacks (of the scheduler's default size) are kept
+    /// for reuse, beyond the 64 each Processer keeps. Default 8192.
+    ///
+    /// A fresh stack costs a `mmap`, an `mprotect`, page faults on first
+    /// touch and a `munmap` at the end (about 30 us on a virtual machine,
+    /// where the `munmap` also interrupts the other CPUs); a reused one costs
+    /// none of that. A cached stack keeps its touched pages resident and, when
+    /// guarded, two memory mappings. `0` keeps none beyond the Processers'.
+    pub fn stack_cache(mut self, stacks: usize) -> Self {
+        self.stack_cache = stacks;
+        self
+    }
+
+    pub(crate) fn validate(self) -> Result<Config, ConfigError> {
+        for (setting, requested) in [
+            ("min_threads", self.min_threads),
+            ("max_threads", self.max_threads.unwrap_or(0)),
+        ] {
+            if requested > MAX_THREADS_LIMIT {
+                return Err(ConfigError::ThreadCount { setting, requested });
+            }
+        }
+        let min = resolve_min_threads(self.min_threads);
+        let max = self.max_threads.unwrap_or(min.max(DEFAULT_MAX_THREADS));
+        if max < min {
+            return Err(ConfigError::MaxBelowMin { min, max });
+        }
+        if !stack::valid_stack_size(self.stack_size) {
+            return Err(ConfigError::StackSize {
+                requested: self.stack_size,
+            });
+        }
+        for (setting, d) in [
+            ("block_timeout", self.block_timeout),
+            ("dispatch_interval", self.dispatch_interval),
+            ("idle_thread_timeout", self.idle_thread_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::ZeroDuration { setting });
+            }
+        }
+        for (setting, requested, min, max) in [
+            (
+                "dispatch_interval",
+                self.dispatch_interval,
+                MIN_DISPATCH_INTERVAL,
+                MAX_DISPATCH_INTERVAL,
+            ),
+            (
+                "block_timeout",
+                self.block_timeout,
+                MIN_BLOCK_TIMEOUT.max(self.dispatch_interval),
+                MAX_BLOCK_TIMEOUT,
+            ),
+            (
+                "idle_thread_timeout",
+                self.idle_thread_timeout,
+                MIN_IDLE_THREAD_TIMEOUT,
+                MAX_IDLE_THREAD_TIMEOUT,
+            ),
+        ] {
+            if requested < min || requested > max {
+                return Err(ConfigError::DurationRange {
+                    setting,
+                    requested,
+                    min,
+                    max,
+                });
+            }
+        }
+        if self.name.contains('\0') {
+            return Err(ConfigError::Name(self.name));
+        }
+        Ok(Config {
+            min_threads: min,
+            max_threads: max,
+            stack_size: stack::round_to_pages(self.stack_size),
+            name: self.name,
+            block_timeout: self.block_timeout,
+            dispatch_interval: self.dispatch_interval,
+            idle_thread_timeout: self.idle_thread_timeout,
+            kernel_block_detection: self.kernel_block_detection,
+            dense_stacks: self.dense_stacks,
+            stack_cache: self.stack_cache,
+        })
+    }
+}
+
+/// `min_threads` with `0` resolved to the number of CPUs (capped at
+/// [`MAX_THREADS_LIMIT`]).
+pub(crate) fn resolve_min_threads(n: usize) -> usize {
+    if n == 0 {
+        num_cpus::get().clamp(1, MAX_THREADS_LIMIT)
+    } else {
+        n
+    }
+}

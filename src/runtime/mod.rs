@@ -1,0 +1,37 @@
+//! The runtime core: schedulers, their Processers and Dispatcher, and the
+//! task header they pass around.
+//!
+//! | file | what it is |
+//! |---|---|
+//! | `scheduler.rs` | the public `Scheduler` handle and the default scheduler |
+//! | `config.rs` | `SchedulerBuilder`, the accepted range of each setting |
+//! | `shared.rs` | a scheduler's shared state: Processer table, admission, lifecycle |
+//! | `route.rs` | where a runnable task goes and whom its arrival wakes |
+//! | `idle.rs` | idle and searching counters, the sleepers stack |
+//! | `processer.rs` | the Processer loop (`ProcLocal`): pick, switch, gc, search, sleep |
+//! | `processer_shared.rs` | the half of a Processer other threads see: queues, counters, flags |
+//! | `context.rs` | the thread-local current Processer and task; `schedule` |
+//! | `dispatcher.rs` | sampling, blocking detection, rescue, growth |
+//! | `task.rs` | the task header, its id, and the `Runnable` token |
+//! | `park_state.rs` | the park state machine (model-checked with loom) |
+//! | `timer.rs`, `timer_heap.rs` | the timer service and its indexed heap |
+//! | `stats.rs` | the counters users read |
+//!
+//! Nothing here imports the layers above (`task/`, `time/`, `sync/`,
+//! `chan/`): what runs inside a task reaches the runtime through the
+//! `TaskEntry` and `TimerCallback` traits those layers implement.
+
+pub(crate) mod config;
+pub(crate) mod context;
+pub(crate) mod dispatcher;
+pub(crate) mod idle;
+pub(crate) mod park_state;
+pub(crate) mod processer;
+pub(crate) mod processer_shared;
+pub(crate) mod route;
+pub(crate) mod scheduler;
+pub(crate) mod shared;
+pub(crate) mod stats;
+pub(crate) mod task;
+pub(crate) mod timer;
+pub(crate) mod timer_heap;

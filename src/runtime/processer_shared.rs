@@ -1,0 +1,227 @@
+//! The half of a Processer that other threads see: its queues, its
+//! switch counter, and its status flags.
+//!
+//! [`ProcesserShared`] is what other threads see
+//! and touch: the **new queue** (tasks pushed from other threads: spawns
+//! from outside, wake-ups), the pinned queue (tasks pinned here, pushed from
+//! other threads), the thief handle of the runnable queue, the **switch
+//! counter** and the status flags the Dispatcher samples. [`ProcLocal`] is
+//! what only the Processer's own thread touches: the owner handle of the
+//! **runnable queue**, the local pinned queue, the **gc queue** of finished
+//! tasks, and the stack pool.
+//!
+//! | queue          | type                 | pushed by                  | popped / stolen by                  |
+//! |----------------|----------------------|----------------------------|-------------------------------------|
+//! | new            | `Injector`           | any thread                 | owner (batches), idle thieves, Dispatcher |
+//! | runnable       | `Worker` / `Stealer` | owner only                 | owner; thieves and Dispatcher steal half |
+//! | pinned (remote)| `Injector`           | any thread                 | owner only                          |
+//! | pinned (local) | `VecDeque`           | owner only                 | owner only                          |
+//! | gc             | `Vec`                | owner only                 | owner only, in batches              |
+//!
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+
+use super::task::{Runnable, TaskHeader};
+
+/// What kind of thread runs a Processer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// One of the `min_threads` started at build; lives until shutdown.
+    Core,
+    /// Started by the Dispatcher when every Processer is blocked; retires
+    /// when idle for `idle_thread_timeout`.
+    Extra,
+    /// A thread inside `Scheduler::block_on`; retires when its root task ends.
+    Caller,
+}
+
+/// The half of a Processer that other threads see.
+pub(crate) struct ProcesserShared {
+    /// Slot index in the scheduler's Processer table; the pin target.
+    pub(crate) index: usize,
+    pub(crate) kind: Kind,
+    /// Tasks pushed from other threads.
+    pub(crate) new: Injector<Runnable>,
+    /// Tasks pinned here, pushed from other threads; never stolen.
+    pub(crate) pinned: Injector<Runnable>,
+    /// Thief handle of the runnable queue.
+    pub(crate) stealer: Stealer<Runnable>,
+    /// +1 at every switch into a task. Written only by the owner (Relaxed
+    /// load + store: no read-modify-write on the hot path); read by the
+    /// Dispatcher and stats.
+    pub(crate) switches: AtomicU64,
+    /// A task is switched in right now. Relaxed: a sample, paired with the
+    /// switch counter by the Dispatcher.
+    pub(crate) running: AtomicBool,
+    /// The thread is asleep (or about to be) waiting for work. See the
+    /// module docs for the protocol.
+    pub(crate) sleeping: AtomicBool,
+    /// On the scheduler's sleepers stack; only read and written under the
+    /// stack's lock (see `idle.rs`).
+    pub(crate) listed: AtomicBool,
+    /// A waker counted this Processer as a searcher before waking it (Go's
+    /// `wakep`, see `idle.rs`): the Processer must search, and end that
+    /// search. Set by the waker before its CAS on `sleeping`; taken (swapped
+    /// out) either by the Processer, or by the waker when its CAS failed,
+    /// so exactly one of them owns the search.
+    pub(crate) search_handoff: AtomicBool,
+    /// Marked by the Dispatcher: the running task has not switched out for
+    /// longer than the block timeout.
+    pub(crate) blocked: AtomicBool,
+    /// The Processer left (Extra or Caller kind); pushes must go elsewhere.
+    pub(crate) retired: AtomicBool,
+    /// The thread, for unpark; set when the thread starts.
+    pub(crate) thread: OnceLock<Thread>,
+    /// The thread's CPU-time clock, for the Dispatcher's kernel-block test.
+    /// A clock id (not a `pthread_t`) stays safe to read after the thread
+    /// exits: `clock_gettime` then fails with `EINVAL`.
+    pub(crate) cpu_clock: OnceLock<libc::clockid_t>,
+    /// The thread's kernel id, to read its state from
+    /// `/proc/self/task/<tid>/stat` and tell a thread sleeping in the kernel
+    /// (`S`, `D`) from one merely preempted (`R`). The file is opened on
+    /// demand, not kept open: a scheduler of many Processers would otherwise
+    /// hold as many file descriptors for its life.
+    tid: OnceLock<libc::pid_t>,
+    /// Tasks rescued from this Processer by the Dispatcher.
+    pub(crate) rescued: AtomicU64,
+}
+
+impl ProcesserShared {
+    /// Whether `task` may be queued here: a task pinned here, or an unpinned
+    /// one on a Processer that takes any work. A `block_on` caller runs its
+    /// root task (pinned to it) and nothing else: another task could block
+    /// the caller's thread and hold up the root, and `block_on` could not
+    /// return until that task switched out.
+    pub(crate) fn may_run(&self, task: &TaskHeader) -> bool {
+        match task.pin {
+            Some(pin) => pin == self.index,
+            None => self.kind != Kind::Caller,
+        }
+    }
+
+    /// Tasks waiting here (new + runnable + pinned), approximately.
+    pub(crate) fn queued(&self) -> usize {
+        self.new.len() + self.stealer.len() + self.pinned.len()
+    }
+
+    /// CPU time the Processer's thread has used, if it can be read.
+    pub(crate) fn cpu_time(&self) -> Option<std::time::Duration> {
+        let clock = *self.cpu_clock.get()?;
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid out-pointer; an id of an exited thread
+        // makes the call fail, which is handled.
+        if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+            return None;
+        }
+        Some(std::time::Duration::new(
+            ts.tv_sec as u64,
+            ts.tv_nsec as u32,
+        ))
+    }
+
+    /// Whether the thread sleeps in the kernel right now (state `S` or `D`
+    /// in `/proc`), as opposed to running or waiting for a CPU (`R`).
+    /// `None` if it cannot be read.
+    ///
+    /// Opens, reads and closes `/proc/self/task/<tid>/stat`, without a heap
+    /// allocation: about 9-11 us on a 2-vCPU virtual machine (a `pread` on a
+    /// file kept open costs about 4 us). The Dispatcher asks only about a
+    /// suspect whose CPU clock barely moved, a few times per detection.
+    pub(crate) fn sleeping_in_kernel(&self) -> Option<bool> {
+        use std::io::{Read, Write};
+        let tid = *self.tid.get()?;
+        let mut path = [0u8; 64];
+        let mut rest = &mut path[..];
+        write!(rest, "/proc/self/task/{tid}/stat").ok()?;
+        let len = 64 - rest.len();
+        let path = std::str::from_utf8(&path[..len]).ok()?;
+        let mut buf = [0u8; 256];
+        let n = std::fs::File::open(path).ok()?.read(&mut buf).ok()?;
+        let text = &buf[..n];
+        // "tid (comm) S ...": the state follows the last ')'.
+        let close = text.iter().rposition(|&b| b == b')')?;
+        let state = *text.get(close + 2)?;
+        Some(matches!(state, b'S' | b'D'))
+    }
+
+    /// Wakes the thread if it sleeps. Returns whether this call woke it.
+    pub(crate) fn wake(&self) -> bool {
+        if self.sleeping.load(Ordering::SeqCst)
+            && self
+                .sleeping
+                .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+            true
+        } else {
+            false
+        }
+    }
+}
+
+pub(crate) fn drain_injector(q: &Injector<Runnable>, out: &mut Vec<Runnable>) {
+    loop {
+        match q.steal() {
+            Steal::Success(t) => out.push(t),
+            Steal::Retry => continue,
+            Steal::Empty => break,
+        }
+    }
+}
+
+/// Pulls everything out of a retired Processer's remote queues (used by a
+/// pusher that raced the retirement).
+pub(crate) fn drain_retired(p: &ProcesserShared) -> Vec<Runnable> {
+    let mut out = Vec::new();
+    drain_injector(&p.new, &mut out);
+    drain_injector(&p.pinned, &mut out);
+    out
+}
+
+/// Creates the shared half of a Processer for slot `index`, and the owner
+/// handle of its runnable queue (which goes to the thread that runs it).
+pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, Worker<Runnable>) {
+    let runnable = Worker::new_fifo();
+    let p = Arc::new(ProcesserShared {
+        index,
+        kind,
+        new: Injector::new(),
+        pinned: Injector::new(),
+        stealer: runnable.stealer(),
+        switches: AtomicU64::new(0),
+        running: AtomicBool::new(false),
+        sleeping: AtomicBool::new(false),
+        listed: AtomicBool::new(false),
+        search_handoff: AtomicBool::new(false),
+        blocked: AtomicBool::new(false),
+        retired: AtomicBool::new(false),
+        thread: OnceLock::new(),
+        cpu_clock: OnceLock::new(),
+        tid: OnceLock::new(),
+        rescued: AtomicU64::new(0),
+    });
+    (p, runnable)
+}
+
+/// Records the calling thread as `p`'s thread.
+pub(crate) fn bind_thread(p: &ProcesserShared) {
+    let _ = p.thread.set(std::thread::current());
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: pthread_self() is the live calling thread; `clock` is a valid
+    // out-pointer.
+    if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
+        let _ = p.cpu_clock.set(clock);
+    }
+    // SAFETY: gettid has no preconditions.
+    let _ = p.tid.set(unsafe { libc::gettid() });
+}

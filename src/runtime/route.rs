@@ -1,0 +1,194 @@
+//! Where a runnable task goes, and whom its arrival wakes: the routing of
+//! pushes from other threads (home, sleeper, round-robin), the push into a
+//! Processer's remote queues, and the wake-up policy (Go's `wakep`). The
+//! counters and the sleepers stack it relies on are in `idle.rs`.
+
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+use super::processer_shared::{self, Kind, ProcesserShared};
+use super::shared::{find_processer, Shared};
+use super::task::Runnable;
+
+/// Usable Processers the round-robin step of a remote push looks at, at
+/// most, for an awake one before it settles for a sleeping one.
+const AWAKE_TRIES: usize = 8;
+
+impl Shared {
+    /// Queues a task on a Processer chosen for it, from a thread that is not
+    /// one of this scheduler's Processers (or for a task pinned elsewhere).
+    pub(crate) fn push_remote(&self, r: Runnable) {
+        let procs = self.processers_snapshot();
+        let target = self.pick_target(&procs, &r);
+        let Some((target, search)) = target else {
+            // No Processer left: the scheduler stopped, which needs `alive`
+            // at zero, and admission (spawns, user timers) is closed by then,
+            // so no task can arrive here. Should one ever do, leak it rather
+            // than free the stack of a task that may be suspended.
+            debug_assert!(false, "a task was scheduled on a stopped scheduler");
+            std::mem::forget(r);
+            return;
+        };
+        if search {
+            // Relaxed: published to `target` by the SeqCst CAS in `wake`
+            // (as in wake_idle_for_local_work).
+            target.search_handoff.store(true, Ordering::Relaxed);
+        }
+        let pushed = self.push_to(&target, r);
+        if pushed && self.wake_proc(&target) {
+            return;
+        }
+        // Not woken by us (awake already, or retired): if it has not taken
+        // the search meanwhile, the search goes back. (A swap: exactly one
+        // of us gets it.)
+        if search && target.search_handoff.swap(false, Ordering::Relaxed) {
+            self.idle.end_search();
+        }
+        if pushed {
+            self.wake_idle_for_local_work();
+        }
+    }
+
+    /// Pushes a task into `target`'s new (or pinned) queue. If `target`
+    /// retired meanwhile, re-routes whatever is left there and returns false.
+    pub(crate) fn push_to(&self, target: &ProcesserShared, r: Runnable) -> bool {
+        if r.header().pin.is_some() {
+            target.pinned.push(r);
+        } else {
+            target.new.push(r);
+        }
+        // Pairs with the SeqCst store of `retired` (and of `sleeping`): either
+        // the retiring Processer drains our task, or we see `retired`.
+        fence(Ordering::SeqCst);
+        if target.retired.load(Ordering::SeqCst) {
+            for t in processer_shared::drain_retired(target) {
+                self.push_remote(t);
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Chooses the Processer for a task pushed from outside, and whether it
+    /// is handed a search with it (see `idle.rs`): its pin, its home, a
+    /// sleeper if nobody searches, or the next in round-robin order (an
+    /// awake one, if one of the next few is).
+    ///
+    /// No step scans the table: two binary searches, the top of the
+    /// sleepers stack, and a round-robin step that stops after
+    /// [`AWAKE_TRIES`] usable Processers.
+    fn pick_target(
+        &self,
+        procs: &[Arc<ProcesserShared>],
+        r: &Runnable,
+    ) -> Option<(Arc<ProcesserShared>, bool)> {
+        let usable = |p: &Arc<ProcesserShared>| {
+            p.kind != Kind::Caller
+                && !p.retired.load(Ordering::Relaxed)
+                && !p.blocked.load(Ordering::Relaxed)
+        };
+        if let Some(pin) = r.header().pin {
+            let live = |p: &&Arc<ProcesserShared>| !p.retired.load(Ordering::Relaxed);
+            if let Some(p) = find_processer(procs, pin).filter(live) {
+                return Some((p.clone(), false));
+            }
+        }
+        let home = r.header().home.load(Ordering::Relaxed);
+        if let Some(p) = find_processer(procs, home).filter(|p| usable(p)) {
+            return Some((p.clone(), false));
+        }
+        // Nobody searches: wake a sleeper for the task, and hand it the
+        // search (Go's wakep), so that the pushes right behind this one go
+        // to awake Processers, where it will steal them, instead of waking a
+        // sleeper each. (A sleeper is never blocked in fact: a `blocked`
+        // mark on one is stale, and not looked at here.)
+        if self.idle.claim_search() {
+            if let Some(p) = self.idle.pop_sleeper() {
+                return Some((p, true));
+            }
+            self.idle.end_search();
+        }
+        let n = procs.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.rr.fetch_add(1, Ordering::Relaxed);
+        let mut asleep = None;
+        let mut tries = 0;
+        for k in 0..n {
+            let p = &procs[(start + k) % n];
+            if !usable(p) {
+                continue;
+            }
+            if !p.sleeping.load(Ordering::Relaxed) {
+                return Some((p.clone(), false));
+            }
+            asleep.get_or_insert(p);
+            tries += 1;
+            if tries == AWAKE_TRIES {
+                break;
+            }
+        }
+        asleep
+            .or_else(|| {
+                procs
+                    .iter()
+                    .find(|p| p.kind != Kind::Caller && !p.retired.load(Ordering::Relaxed))
+            })
+            .map(|p| (p.clone(), false))
+    }
+
+    /// Wakes `p` if it sleeps, keeping the idle count.
+    pub(crate) fn wake_proc(&self, p: &ProcesserShared) -> bool {
+        if p.wake() {
+            self.idle.idle_dec();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Work was queued where others may take it: if some Processer sleeps
+    /// and none is searching, wake one to search (Go's `wakep`). The woken
+    /// Processer is counted as a searcher before it is woken, so that the
+    /// pushes right behind this one wake nobody else (see `idle.rs`).
+    ///
+    /// There is deliberately no fence between the caller's push and these
+    /// loads (it would cost every local wake-up): a Processer going to sleep
+    /// at that very moment can miss the new task and sleep on. Nothing is
+    /// lost: the task sits in the queue of a running Processer, which runs
+    /// it in turn, and the Dispatcher wakes a sleeper while others have a
+    /// backlog. Pushes to *another* Processer's queue do fence (`push_to`).
+    pub(crate) fn wake_idle_for_local_work(&self) {
+        if !self.idle.claim_search() {
+            return;
+        }
+        while let Some(p) = self.idle.pop_sleeper() {
+            // Relaxed: published to `p` by the SeqCst CAS in `wake`, which it
+            // reads before it looks at the flag.
+            p.search_handoff.store(true, Ordering::Relaxed);
+            if self.wake_proc(&p) {
+                return; // `p` owns the search now
+            }
+            // `p` was awake already. If it took the search meanwhile, it is
+            // its; otherwise take it back and try the next sleeper. (A swap:
+            // exactly one of us gets it.)
+            if !p.search_handoff.swap(false, Ordering::Relaxed) {
+                return;
+            }
+        }
+        // Nobody to hand the search to: give it back.
+        self.idle.end_search();
+    }
+
+    /// Wakes every Processer (stop, detach).
+    pub(crate) fn wake_all(&self) {
+        for p in self.processers_snapshot().iter() {
+            self.wake_proc(p);
+            if let Some(t) = p.thread.get() {
+                t.unpark();
+            }
+        }
+        super::dispatcher::wake(self);
+    }
+}

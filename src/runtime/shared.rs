@@ -1,0 +1,500 @@
+//! A scheduler's shared state ([`Shared`]): its Processer table, task
+//! admission, and its lifecycle from build to shutdown.
+//!
+//! # Lifecycle
+//!
+//! 1. `build()` validates the configuration and starts `min_threads` core
+//!    Processer threads (and the Dispatcher thread when there is something
+//!    to watch). The timer thread starts on first use. A thread the OS
+//!    refuses to start makes `build()` stop and join the threads it started
+//!    and return `ConfigError::ThreadStart`.
+//! 2. Tasks are admitted by `spawn`: `alive += 1` before the task is
+//!    queued, `alive -= 1` when it finishes.
+//! 3. `shutdown` sets `closing` (spawns from outside the scheduler are now
+//!    refused; tasks may still spawn children), waits until `alive == 0`,
+//!    then sets `stopped`, wakes every Processer, and joins every thread,
+//!    holding `stop_lock` while it joins: a concurrent call waits for it,
+//!    so every call returns only once every thread is gone.
+//!    A parked task that nobody wakes keeps `alive` above zero: shutdown
+//!    waits for it forever, and `shutdown_timeout` reports it. Nothing frees
+//!    the stack of an unfinished task.
+//! 4. Dropping the last [`Scheduler`] handle without `shutdown` *detaches*:
+//!    the threads keep running the remaining tasks and exit on their own
+//!    once `alive` reaches zero. Tasks parked forever keep their threads.
+//!
+//! Admission against shutdown is a Dekker pair, both sides SeqCst:
+//!
+//! ```text
+//!  spawner (outside thread)              shutdown
+//!  1. alive += 1                          1. closing = true
+//!  2. if closing: alive -= 1, refuse      2. wait until alive == 0
+//! ```
+//!
+//! Either the spawner sees `closing`, or shutdown sees its `alive` count and
+//! waits for the task.
+
+use std::io;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::config::Config;
+use super::context;
+use super::dispatcher::{self, DispatchState};
+use super::idle::Idle;
+use super::processer::ProcLocal;
+use super::processer_shared::{self, Kind, ProcesserShared};
+use super::stats::{ProcesserStats, Stats};
+use super::task::{Runnable, TaskEntry, TaskHeader, TaskId};
+use super::timer::Timers;
+use crate::coroutine::stack;
+use crate::coroutine::stacks::Stacks;
+use crate::error::{ShutdownError, SpawnError};
+
+/// State shared by every Processer, the Dispatcher and the handles.
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    /// Live Processers, sorted by slot index (copy-on-write: readers clone
+    /// the `Arc`). Indices only grow, so a lookup by index is a binary
+    /// search ([`find_processer`]).
+    procs: RwLock<Arc<Vec<Arc<ProcesserShared>>>>,
+    /// +1 at every change of `procs`, so that a Processer can keep its own
+    /// copy of the table and refresh it only when it changed.
+    procs_gen: AtomicU64,
+    /// Next Processer slot index.
+    next_index: AtomicUsize,
+    /// Round-robin cursor for pushes with no home.
+    pub(crate) rr: AtomicUsize,
+    /// Tasks admitted and not finished.
+    pub(crate) alive: AtomicUsize,
+    pub(crate) spawned: AtomicU64,
+    pub(crate) completed: AtomicU64,
+    /// Idle and searching Processers, and the sleepers stack.
+    pub(crate) idle: Idle,
+    /// Core + Extra Processer threads alive.
+    pub(crate) threads: AtomicUsize,
+    pub(crate) threads_started: AtomicU64,
+    pub(crate) threads_retired: AtomicU64,
+    /// Shutdown requested: spawns from outside are refused.
+    closing: AtomicBool,
+    /// Shutdown done waiting: Processers exit.
+    pub(crate) stopped: AtomicBool,
+    /// The last handle was dropped: exit once `alive == 0`.
+    pub(crate) detached: AtomicBool,
+    done_lock: Mutex<()>,
+    done_cv: Condvar,
+    /// Held by the call that stops and joins the threads, for as long as it
+    /// joins: a concurrent shutdown waits on it, so it too returns only once
+    /// every thread has been joined.
+    stop_lock: Mutex<()>,
+    join_handles: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The stack policy: shared pool, dense arenas, exhaustion record.
+    pub(crate) stacks: Stacks,
+    pub(crate) timers: Arc<Timers>,
+    pub(crate) dispatch: DispatchState,
+}
+
+impl Shared {
+    pub(crate) fn new(config: Config) -> Arc<Shared> {
+        let timers = Timers::new(config.name.clone());
+        let stacks = Stacks::new(config.stack_size, config.stack_cache, config.dense_stacks);
+        Arc::new(Shared {
+            config,
+            procs: RwLock::new(Arc::new(Vec::new())),
+            procs_gen: AtomicU64::new(0),
+            next_index: AtomicUsize::new(0),
+            rr: AtomicUsize::new(0),
+            alive: AtomicUsize::new(0),
+            spawned: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            idle: Idle::new(),
+            threads: AtomicUsize::new(0),
+            threads_started: AtomicU64::new(0),
+            threads_retired: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            detached: AtomicBool::new(false),
+            done_lock: Mutex::new(()),
+            done_cv: Condvar::new(),
+            stop_lock: Mutex::new(()),
+            join_handles: Mutex::new(Vec::new()),
+            stacks,
+            timers,
+            dispatch: DispatchState::default(),
+        })
+    }
+
+    /// The live Processers, sorted by slot index.
+    pub(crate) fn processers_snapshot(&self) -> Arc<Vec<Arc<ProcesserShared>>> {
+        self.procs.read().clone()
+    }
+
+    /// The table's generation: it changes whenever the table does. Relaxed:
+    /// a reader that sees an old value keeps an older table a little longer,
+    /// which only a thief uses, and only as a list of victims.
+    pub(crate) fn processers_gen(&self) -> u64 {
+        self.procs_gen.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn register(&self, p: Arc<ProcesserShared>) {
+        {
+            let mut w = self.procs.write();
+            let mut v = Vec::with_capacity(w.len() + 1);
+            // Indices come from a counter, but two threads may register out
+            // of order: insert in place to keep the table sorted.
+            let at = w.partition_point(|q| q.index < p.index);
+            v.extend_from_slice(&w[..at]);
+            v.push(p);
+            v.extend_from_slice(&w[at..]);
+            *w = Arc::new(v);
+            self.procs_gen.fetch_add(1, Ordering::Relaxed);
+        }
+        self.idle.proc_added();
+        // A new Processer is awake: the Dispatcher must watch it.
+        dispatcher::processer_awake(self);
+    }
+
+    pub(crate) fn unregister(&self, p: &Arc<ProcesserShared>) {
+        {
+            let mut w = self.procs.write();
+            let Ok(at) = w.binary_search_by_key(&p.index, |q| q.index) else {
+                return;
+            };
+            let mut v = Vec::with_capacity(w.len() - 1);
+            v.extend_from_slice(&w[..at]);
+            v.extend_from_slice(&w[at + 1..]);
+            *w = Arc::new(v);
+            self.procs_gen.fetch_add(1, Ordering::Relaxed);
+        }
+        self.idle.proc_removed();
+        self.idle.remove(p);
+    }
+
+    /// Starts one Processer thread of the given kind.
+    pub(crate) fn start_processer(self: &Arc<Self>, kind: Kind) -> io::Result<()> {
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+        let (p, worker) = processer_shared::new_processer(index, kind);
+        let me = self.clone();
+        let p2 = p.clone();
+        self.threads.fetch_add(1, Ordering::SeqCst);
+        self.register(p.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-{}", self.config.name, index))
+            .spawn(move || {
+                processer_shared::bind_thread(&p2);
+                let local = ProcLocal::new(p2.clone(), me.clone(), worker);
+                local.run(None);
+                drop(local);
+                me.processer_exited(&p2);
+            });
+        match spawned {
+            Ok(h) => {
+                self.threads_started.fetch_add(1, Ordering::Relaxed);
+                let mut hs = self.join_handles.lock();
+                // Retired extra threads have exited; forget their handles.
+                hs.retain(|h| !h.is_finished());
+                hs.push(h);
+                Ok(())
+            }
+            Err(e) => {
+                // The Processer was visible (registered) before its thread
+                // failed to start: retire it like a leaving one, so that
+                // anything pushed to it meanwhile is re-routed (see push_to).
+                p.retired.store(true, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                self.unregister(&p);
+                self.threads.fetch_sub(1, Ordering::SeqCst);
+                for t in processer_shared::drain_retired(&p) {
+                    self.push_remote(t);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn processer_exited(&self, p: &Arc<ProcesserShared>) {
+        self.unregister(p);
+        if p.kind == Kind::Extra {
+            self.threads_retired.fetch_add(1, Ordering::Relaxed);
+        }
+        let left = self.threads.fetch_sub(1, Ordering::SeqCst) - 1;
+        if left == 0 && self.detached.load(Ordering::SeqCst) {
+            self.timers.stop();
+        }
+    }
+
+    /// Validates options and admits a task: returns its Runnable, not yet
+    /// queued. `inside`: the spawner runs in this scheduler (allowed while
+    /// closing).
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        name: Option<Box<str>>,
+        stack_size: Option<usize>,
+        pin: Option<usize>,
+        entry: Arc<dyn TaskEntry>,
+        inside: bool,
+    ) -> Result<Runnable, SpawnError> {
+        let stack_size = match stack_size {
+            Some(s) if !stack::valid_stack_size(s) => {
+                return Err(SpawnError::StackSize { requested: s })
+            }
+            Some(s) => stack::round_to_pages(s),
+            None => self.config.stack_size,
+        };
+        if self.stacks.exhausted() {
+            self.stacks
+                .probe()
+                .map_err(|source| SpawnError::StackExhausted {
+                    live_stacks: stack::live_stacks(),
+                    source,
+                })?;
+        }
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(SpawnError::Shutdown);
+        }
+        self.alive.fetch_add(1, Ordering::SeqCst);
+        if !inside && self.closing.load(Ordering::SeqCst) {
+            self.task_finished();
+            return Err(SpawnError::Shutdown);
+        }
+        self.spawned.fetch_add(1, Ordering::Relaxed);
+        let header = TaskHeader::new(self.clone(), name, stack_size, pin, entry);
+        Ok(Runnable::new(header).0)
+    }
+
+    /// Spawns a task: the one path behind `go!`, `Builder`, `spawn` and
+    /// user timers. Returns the new task's id.
+    pub(crate) fn spawn(
+        self: &Arc<Self>,
+        name: Option<Box<str>>,
+        stack_size: Option<usize>,
+        pin: Option<usize>,
+        entry: Arc<dyn TaskEntry>,
+    ) -> Result<TaskId, SpawnError> {
+        if let Some(requested) = pin {
+            let core = self.config.min_threads;
+            if requested >= core {
+                return Err(SpawnError::InvalidPin { requested, core });
+            }
+        }
+        let inside = context::on_scheduler(self);
+        let r = self.admit(name, stack_size, pin, entry, inside)?;
+        let id = r.header().id;
+        context::schedule(r);
+        Ok(id)
+    }
+
+    /// Runs a `block_on` root task on the calling thread, which serves as a
+    /// temporary Processer (kind `Caller`) running that task and nothing
+    /// else, until `done` says the task finished.
+    pub(crate) fn run_caller(
+        self: &Arc<Self>,
+        name: Option<Box<str>>,
+        entry: Arc<dyn TaskEntry>,
+        done: &dyn Fn() -> bool,
+    ) -> Result<TaskId, SpawnError> {
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+        let (p, worker) = processer_shared::new_processer(index, Kind::Caller);
+        processer_shared::bind_thread(&p);
+        let local = ProcLocal::new(p.clone(), self.clone(), worker);
+        let root = self.admit(name, None, Some(index), entry, false)?;
+        let id = root.header().id;
+        self.register(p.clone());
+        local.push_initial(root);
+        local.run(Some(done));
+        self.unregister(&p);
+        Ok(id)
+    }
+
+    /// Counts one more alive unit that is not a task yet (a pending user
+    /// timer), under the same admission rule as spawns from outside.
+    pub(crate) fn hold(&self) -> Result<(), SpawnError> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(SpawnError::Shutdown);
+        }
+        self.alive.fetch_add(1, Ordering::SeqCst);
+        if self.closing.load(Ordering::SeqCst) {
+            self.task_finished();
+            return Err(SpawnError::Shutdown);
+        }
+        Ok(())
+    }
+
+    /// A task left its stack for good (or never ran): `alive -= 1`, and
+    /// wake whoever waits for zero. (`completed` was counted when its result
+    /// was published.)
+    pub(crate) fn task_finished(&self) {
+        if self.alive.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _g = self.done_lock.lock();
+            self.done_cv.notify_all();
+            drop(_g);
+            if self.detached.load(Ordering::SeqCst) {
+                self.wake_all();
+            }
+        }
+    }
+
+    /// Whether the Processer running `local` should leave its loop.
+    pub(crate) fn should_exit(&self, local: &ProcLocal) -> bool {
+        if self.stopped.load(Ordering::Acquire) {
+            return true;
+        }
+        if self.detached.load(Ordering::SeqCst) && self.alive.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        if local.p.kind == Kind::Extra {
+            if let Some(since) = local.idle_since.get() {
+                return since.elapsed() >= self.config.idle_thread_timeout;
+            }
+        }
+        false
+    }
+
+    /// How long a sleeping Processer may sleep before it re-evaluates.
+    pub(crate) fn sleep_timeout(&self, local: &ProcLocal) -> Option<Duration> {
+        match (local.p.kind, local.idle_since.get()) {
+            (Kind::Extra, Some(since)) => Some(
+                self.config
+                    .idle_thread_timeout
+                    .saturating_sub(since.elapsed())
+                    .max(Duration::from_millis(1)),
+            ),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn detach(&self) {
+        self.detached.store(true, Ordering::SeqCst);
+        self.wake_all();
+    }
+
+    pub(crate) fn shutdown(&self, timeout: Option<Duration>) -> Result<(), ShutdownError> {
+        if context::current_task_ptr().is_some() && context::on_scheduler(self) {
+            return Err(ShutdownError::FromOwnTask);
+        }
+        let start = Instant::now();
+        // A timeout past what an Instant can hold is no deadline at all.
+        let deadline = timeout.and_then(|t| start.checked_add(t));
+        let timed_out = || ShutdownError::TimedOut {
+            waited: start.elapsed(),
+            alive: self.alive.load(Ordering::SeqCst),
+        };
+        self.closing.store(true, Ordering::SeqCst);
+        // Pending after/every timers would hold `alive` up: cancel them.
+        self.timers.cancel_user_timers();
+        {
+            let mut g = self.done_lock.lock();
+            while self.alive.load(Ordering::SeqCst) != 0 {
+                match deadline {
+                    None => self.done_cv.wait(&mut g),
+                    Some(deadline) => {
+                        if self.done_cv.wait_until(&mut g, deadline).timed_out()
+                            && self.alive.load(Ordering::SeqCst) != 0
+                        {
+                            return Err(timed_out());
+                        }
+                    }
+                }
+            }
+        }
+        // Another call may be joining the threads: wait for it (within the
+        // deadline), then find nothing left to join.
+        let joining = if context::on_scheduler(self) {
+            // A Processer thread of this scheduler outside any task (a
+            // destructor its loop runs) cannot wait to be joined itself.
+            match self.stop_lock.try_lock() {
+                Some(g) => g,
+                None => return Ok(()),
+            }
+        } else {
+            match deadline {
+                None => self.stop_lock.lock(),
+                Some(deadline) => match self.stop_lock.try_lock_until(deadline) {
+                    Some(g) => g,
+                    None => return Err(timed_out()),
+                },
+            }
+        };
+        self.stop_threads_locked();
+        drop(joining);
+        Ok(())
+    }
+
+    /// Stops and joins every thread of the scheduler.
+    pub(crate) fn stop_threads(&self) {
+        let _joining = self.stop_lock.lock();
+        self.stop_threads_locked();
+    }
+
+    /// [`stop_threads`](Self::stop_threads), with `stop_lock` held by the
+    /// caller for the whole time, so that a concurrent caller cannot return
+    /// while threads are still being joined.
+    fn stop_threads_locked(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.wake_all();
+        let me = std::thread::current().id();
+        let join_all = || {
+            let handles = std::mem::take(&mut *self.join_handles.lock());
+            for h in handles {
+                if h.thread().id() != me {
+                    let _ = h.join();
+                }
+            }
+        };
+        join_all();
+        dispatcher::join(self);
+        // An extra Processer the Dispatcher started before it saw `stopped`.
+        join_all();
+        self.timers.stop();
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        let procs = self.processers_snapshot();
+        let processers: Vec<ProcesserStats> = procs
+            .iter()
+            .map(|p| ProcesserStats {
+                id: p.index,
+                switches: p.switches.load(Ordering::Relaxed),
+                queued: p.queued(),
+                blocked: p.blocked.load(Ordering::Relaxed),
+                running: p.running.load(Ordering::Relaxed),
+                sleeping: p.sleeping.load(Ordering::Relaxed),
+                rescued: p.rescued.load(Ordering::Relaxed),
+                kind: match p.kind {
+                    Kind::Core => "core",
+                    Kind::Extra => "extra",
+                    Kind::Caller => "caller",
+                },
+            })
+            .collect();
+        let d = &self.dispatch;
+        Stats {
+            threads: self.threads.load(Ordering::Relaxed),
+            spawned: self.spawned.load(Ordering::Relaxed),
+            completed: self.completed.load(Ordering::Relaxed),
+            alive: self.alive.load(Ordering::Relaxed),
+            blocked: processers.iter().filter(|p| p.blocked).count(),
+            blocked_detections: d.detections.load(Ordering::Relaxed),
+            tasks_rescued: d.rescued.load(Ordering::Relaxed),
+            threads_started: self.threads_started.load(Ordering::Relaxed),
+            threads_retired: self.threads_retired.load(Ordering::Relaxed),
+            live_stacks: stack::live_stacks(),
+            timers: self.timers.pending(),
+            processers,
+        }
+    }
+}
+
+/// The Processer of slot `index` in a table sorted by index (see
+/// `Shared::procs`), if it is there.
+pub(crate) fn find_processer(
+    procs: &[Arc<ProcesserShared>],
+    index: usize,
+) -> Option<&Arc<ProcesserShared>> {
+    procs
+        .binary_search_by_key(&index, |p| p.index)
+        .ok()
+        .map(|i| &procs[i])
+}

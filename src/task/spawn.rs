@@ -1,0 +1,96 @@
+//! Spawning: the one path from a closure to a queued task, and the
+//! [`Scheduler`] methods built on it (`spawn`, `block_on`).
+//!
+//! The runtime takes a type-erased [`TaskEntry`](crate::runtime::task::TaskEntry);
+//! this layer makes one from the user's closure, paired with the slot its
+//! result goes to, and hands out the [`JoinHandle`].
+
+use std::sync::Arc;
+
+use super::join::{self, JoinHandle};
+use crate::error::{JoinError, SpawnError};
+use crate::runtime::context;
+use crate::runtime::scheduler::Scheduler;
+use crate::runtime::shared::Shared;
+
+/// Spawns `f` on `shared` with the given options.
+pub(crate) fn spawn_on<F, T>(
+    shared: &Arc<Shared>,
+    name: Option<String>,
+    stack_size: Option<usize>,
+    pin: Option<usize>,
+    f: F,
+) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let (entry, join) = join::entry(f);
+    let name = name.map(String::into_boxed_str);
+    let id = shared.spawn(name.clone(), stack_size, pin, entry)?;
+    Ok(JoinHandle::new(join, id, name))
+}
+
+/// Spawns a detached closure (a user timer's run).
+pub(crate) fn spawn_closure<F>(shared: &Arc<Shared>, f: F) -> Result<(), SpawnError>
+where
+    F: FnOnce() + Send + 'static,
+{
+    spawn_on(shared, None, None, None, f).map(drop)
+}
+
+impl Scheduler {
+    /// Spawns `f` as a task on this scheduler.
+    ///
+    /// # Panics
+    /// If the task cannot be spawned (the scheduler is shut down, or no stack
+    /// memory is left); use [`Builder::spawn`](crate::Builder::spawn) to get
+    /// the [`SpawnError`] instead.
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        spawn_on(self.shared(), None, None, None, f)
+            .unwrap_or_else(|e| panic!("gofer: cannot spawn a task: {e}"))
+    }
+
+    /// Runs `f` as a task and waits for its value. The calling thread runs
+    /// `f` (pinned to it) and nothing else: the tasks `f` spawns or wakes run
+    /// on the scheduler's Processers, so no unrelated task (one that blocks
+    /// its thread, say) can delay `f`'s return.
+    ///
+    /// Called from inside a task, it spawns `f` and joins it instead (the
+    /// calling task parks; its thread keeps working).
+    ///
+    /// # Panics
+    /// Re-raises a panic of `f`, and panics if the task cannot be spawned.
+    pub fn block_on<F, T>(&self, f: F) -> T
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        if context::current_task_ptr().is_some() {
+            return match self.spawn(f).join() {
+                Ok(v) => v,
+                Err(e) => resume(e),
+            };
+        }
+        let (entry, join) = join::entry(f);
+        let shared = self.shared();
+        let id = shared
+            .run_caller(None, entry, &|| join.inner().is_done())
+            .unwrap_or_else(|e| panic!("gofer: block_on cannot spawn its task: {e}"));
+        match JoinHandle::new(join, id, None).join() {
+            Ok(v) => v,
+            Err(e) => resume(e),
+        }
+    }
+}
+
+fn resume<T>(e: JoinError) -> T {
+    match e.try_into_panic() {
+        Ok(p) => std::panic::resume_unwind(p),
+        Err(e) => panic!("gofer: {e}"),
+    }
+}

@@ -1,0 +1,340 @@
+//! User timers: `after` and `every` (and their `_on` forms), each firing a
+//! task, and the state machine that keeps `cancel` truthful. The heap and
+//! the thread that fire them are the runtime's (`runtime/timer.rs`), which
+//! also explains how shutdown cancels every one of them.
+//!
+//! # One user timer's state (`UserTimer::state`)
+//!
+//! ```text
+//!  PENDING -> FIRING     timer thread, deadline passed: it runs the action
+//!  FIRING  -> FIRED      a one-shot timer (after): done
+//!  FIRING  -> PENDING    a recurring timer (every), re-armed after this run
+//!  FIRING  -> CANCELLED  a recurring timer whose run was refused because
+//!                        the scheduler is shutting down
+//!  PENDING -> CANCELLED  cancel(): returns true, the action never runs again
+//! ```
+//!
+//! `cancel()` that finds `FIRING` waits for the run being started to leave
+//! that state, so a `true` answer always means "no further run starts".
+//! Cancelling removes the heap entry and drops the action at once.
+//!
+//! A pending timer counts as one alive task of its scheduler until it fires
+//! (and its task is admitted) or is cancelled. So a detached scheduler does
+//! not exit under a timer that is about to spawn (and `every` keeps a
+//! detached scheduler running until cancelled).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::error::SpawnError;
+use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
+use crate::runtime::shared::Shared;
+use crate::runtime::timer::{TimerCallback, Timers};
+use crate::runtime::timer_heap::TimerKey;
+use crate::task::spawn::spawn_closure;
+
+pub use super::sleep::{sleep, sleep_until};
+
+const PENDING: u8 = 0;
+const FIRING: u8 = 1;
+const FIRED: u8 = 2;
+const CANCELLED: u8 = 3;
+
+/// A user timer's closure and the scheduler it spawns on (and holds alive
+/// while pending).
+enum UserAction {
+    /// Spawn a closure as a task, once.
+    Once(Arc<Shared>, Box<dyn FnOnce() + Send + 'static>),
+    /// Spawn a closure as a task every period, until cancelled.
+    Every(Arc<Shared>, Duration, Arc<dyn Fn() + Send + Sync + 'static>),
+}
+
+impl UserAction {
+    fn sched(&self) -> &Arc<Shared> {
+        match self {
+            UserAction::Once(s, _) | UserAction::Every(s, _, _) => s,
+        }
+    }
+}
+
+/// One `after`/`every` timer's shared state.
+pub(crate) struct UserTimer {
+    /// Its key in the service's registry.
+    id: u64,
+    /// See the module docs.
+    state: AtomicU8,
+    /// Where it sits in the heap while pending, and its planned deadline
+    /// (the base of a recurring timer's next one).
+    key: Mutex<Option<(TimerKey, Instant)>>,
+    /// Taken by a one-shot firing or by cancel.
+    action: Mutex<Option<UserAction>>,
+}
+
+impl UserTimer {
+    /// Arms a timer that already holds its scheduler alive (see
+    /// [`Shared::hold`]), unless shutdown closed the registry: then the hold
+    /// is released and `None` returned.
+    fn arm(timers: &Arc<Timers>, deadline: Instant, action: UserAction) -> Option<Arc<UserTimer>> {
+        let sched = action.sched().clone();
+        let t = Arc::new(UserTimer {
+            id: timers.next_id(),
+            state: AtomicU8::new(PENDING),
+            key: Mutex::new(None),
+            action: Mutex::new(Some(action)),
+        });
+        let armed = timers.arm(t.id, deadline, t.clone(), |key| {
+            *t.key.lock() = Some((key, deadline));
+        });
+        if armed {
+            Some(t)
+        } else {
+            // Dropping the action here, not in the refusal, keeps the user's
+            // closure out of the registry's lock.
+            t.action.lock().take();
+            sched.task_finished();
+            None
+        }
+    }
+
+    /// `PENDING -> CANCELLED`; true if the timer will never run (again).
+    fn cancel_now(&self, timers: &Timers) -> bool {
+        loop {
+            // AcqRel: pairs with the firing side's FIRING transitions.
+            match self.state.compare_exchange(
+                PENDING,
+                CANCELLED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                // A run is being started: wait for it to finish starting.
+                Err(FIRING) => std::thread::yield_now(),
+                Err(_) => return false,
+            }
+        }
+        if let Some((key, _)) = self.key.lock().take() {
+            timers.remove(key);
+        }
+        self.retire(timers);
+        true
+    }
+
+    /// The timer will not run again: drop its action, release its hold on
+    /// the scheduler, and forget it.
+    fn retire(&self, timers: &Timers) {
+        let action = self.action.lock().take();
+        timers.forget(self.id);
+        if let Some(a) = action {
+            a.sched().task_finished();
+        }
+    }
+}
+
+impl TimerCallback for UserTimer {
+    fn fire(self: Arc<Self>, timers: &Arc<Timers>) {
+        // Acquire: pairs with the Release that made it PENDING (creation, or
+        // the end of the previous run of a recurring timer).
+        if self
+            .state
+            .compare_exchange(PENDING, FIRING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return; // cancelled
+        }
+        let planned = self.key.lock().take().map(|(_, d)| d);
+        let mut slot = self.action.lock();
+        match slot.as_ref() {
+            Some(UserAction::Every(sched, period, f)) => {
+                let (sched, period, f) = (sched.clone(), *period, f.clone());
+                drop(slot);
+                match spawn_closure(&sched, move || f()) {
+                    Err(SpawnError::Shutdown) => {
+                        // The scheduler is closing: this timer is over. Not
+                        // re-armed, so shutdown has nothing left to wait for.
+                        self.state.store(CANCELLED, Ordering::Release);
+                        self.retire(timers);
+                        return;
+                    }
+                    Err(err) => report_spawn_failure(&err),
+                    Ok(()) => {}
+                }
+                let next = next_tick(planned.unwrap_or_else(Instant::now), period);
+                let key = timers.add(next, crate::runtime::timer::Action::Call(self.clone()));
+                *self.key.lock() = Some((key, next));
+                // Release: pairs with cancel's CAS (it waits while FIRING).
+                self.state.store(PENDING, Ordering::Release);
+            }
+            Some(UserAction::Once(..)) => {
+                let Some(UserAction::Once(sched, f)) = slot.take() else {
+                    unreachable!("matched above")
+                };
+                drop(slot);
+                self.state.store(FIRED, Ordering::Release);
+                timers.forget(self.id);
+                // Admit the task first, then release the timer's hold:
+                // `alive` never touches zero in between.
+                match spawn_closure(&sched, f) {
+                    Ok(()) | Err(SpawnError::Shutdown) => {}
+                    Err(err) => report_spawn_failure(&err),
+                }
+                sched.task_finished();
+            }
+            None => {}
+        }
+    }
+
+    fn cancel(&self, timers: &Timers) -> bool {
+        self.cancel_now(timers)
+    }
+}
+
+/// The next run of a recurring timer: one period after the planned one, so
+/// the period does not drift, skipping the runs that were missed.
+fn next_tick(planned: Instant, period: Duration) -> Instant {
+    let now = Instant::now();
+    let Some(mut next) = planned.checked_add(period) else {
+        return far_deadline(period);
+    };
+    if next <= now {
+        let behind = (now - next).as_nanos() / period.as_nanos().max(1);
+        let skip = u32::try_from(behind + 1).unwrap_or(u32::MAX);
+        next = period
+            .checked_mul(skip)
+            .and_then(|d| next.checked_add(d))
+            .unwrap_or_else(|| far_deadline(period));
+    }
+    next
+}
+
+fn report_spawn_failure(err: &SpawnError) {
+    eprintln!("gofer: a timer could not start its task: {err}");
+}
+
+/// A handle to a timer made by [`after`] or [`every`].
+///
+/// Dropping the handle does not cancel the timer.
+pub struct TimerHandle {
+    /// `None` for a timer created on a scheduler that was shutting down.
+    timer: Option<Arc<UserTimer>>,
+    timers: Arc<Timers>,
+}
+
+impl TimerHandle {
+    /// Stops the timer. Returns `true` if it was still pending: a one-shot
+    /// timer's closure will never run, a recurring timer will not start
+    /// another run. Returns `false` if a one-shot timer already fired or the
+    /// timer was already cancelled.
+    pub fn cancel(&self) -> bool {
+        self.timer
+            .as_ref()
+            .is_some_and(|t| t.cancel_now(&self.timers))
+    }
+
+    /// Whether the timer is still pending: a one-shot timer that has not
+    /// fired, or a recurring one that was not cancelled.
+    pub fn is_pending(&self) -> bool {
+        self.timer
+            .as_ref()
+            .is_some_and(|t| matches!(t.state.load(Ordering::Acquire), PENDING | FIRING))
+    }
+}
+
+impl fmt::Debug for TimerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerHandle")
+            .field("pending", &self.is_pending())
+            .finish()
+    }
+}
+
+/// Runs `f` as a task once, after `delay`, on the current task's scheduler
+/// (the default scheduler outside a task).
+///
+/// A pending timer keeps its scheduler alive (a detached scheduler waits for
+/// it); `shutdown` cancels it. On a scheduler that is shutting down the
+/// timer is created already cancelled.
+///
+/// # Panics
+/// If the default scheduler cannot be started (see [`SpawnError`]).
+pub fn after<F>(delay: Duration, f: F) -> TimerHandle
+where
+    F: FnOnce() + Send + 'static,
+{
+    let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
+    add_once(&sched, delay, Box::new(f))
+}
+
+/// Like [`after`], on the given scheduler.
+pub fn after_on<F>(sched: &Scheduler, delay: Duration, f: F) -> TimerHandle
+where
+    F: FnOnce() + Send + 'static,
+{
+    add_once(sched.shared(), delay, Box::new(f))
+}
+
+fn add_once(sched: &Arc<Shared>, delay: Duration, f: Box<dyn FnOnce() + Send>) -> TimerHandle {
+    add_user(
+        sched,
+        far_deadline(delay),
+        UserAction::Once(sched.clone(), f),
+    )
+}
+
+/// Adds a user timer that holds its scheduler alive; on a scheduler that is
+/// shutting down the timer is made already cancelled.
+fn add_user(sched: &Arc<Shared>, deadline: Instant, action: UserAction) -> TimerHandle {
+    let timers = sched.timers.clone();
+    let timer = match sched.hold() {
+        Ok(()) => UserTimer::arm(&timers, deadline, action),
+        Err(_) => None,
+    };
+    TimerHandle { timer, timers }
+}
+
+/// Runs `f` as a task every `period` (first run after one period), until the
+/// handle is cancelled. Each run is a separate task; runs may overlap if one
+/// takes longer than the period.
+///
+/// # Panics
+/// If `period` is zero, or the default scheduler cannot be started.
+pub fn every<F>(period: Duration, f: F) -> TimerHandle
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
+    add_every(&sched, period, Arc::new(f))
+}
+
+/// Like [`every`], on the given scheduler.
+///
+/// # Panics
+/// If `period` is zero.
+pub fn every_on<F>(sched: &Scheduler, period: Duration, f: F) -> TimerHandle
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    add_every(sched.shared(), period, Arc::new(f))
+}
+
+fn add_every(sched: &Arc<Shared>, period: Duration, f: Arc<dyn Fn() + Send + Sync>) -> TimerHandle {
+    assert!(
+        !period.is_zero(),
+        "gofer::timer::every: the period must be non-zero"
+    );
+    add_user(
+        sched,
+        far_deadline(period),
+        UserAction::Every(sched.clone(), period, f),
+    )
+}
+
+/// `now + d`, or a century from now when that cannot be represented.
+fn far_deadline(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
