@@ -70,6 +70,8 @@
 pub mod chan;
 mod coroutine; // stacks and the switch; knows nothing of tasks
 mod error; // the error types every layer reports
+pub mod io; // waiting for any descriptor through the reactor
+pub mod net; // sockets shaped like std::net
 mod runtime; // Scheduler, Processers, Dispatcher, task header, timers
 pub mod sync;
 mod task; // the task API: spawn, join, park, coroutine-locals

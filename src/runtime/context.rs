@@ -79,6 +79,19 @@ pub(crate) fn on_scheduler(sched: &Shared) -> bool {
     !p.is_null() && std::ptr::eq(unsafe { &*(*p).sched }, sched)
 }
 
+/// The index of this thread's Processer if it is a core Processer of
+/// `sched` (the owner of a timer queue), else `None`.
+pub(crate) fn current_core_index(sched: &Shared) -> Option<usize> {
+    let p = current_proc_ptr();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: see current_task_ptr.
+    let local = unsafe { &*p };
+    (std::ptr::eq(&*local.sched, sched) && local.p.kind == super::processer_shared::Kind::Core)
+        .then_some(local.p.index)
+}
+
 /// Makes a task runnable: on this thread's Processer when it is one of the
 /// task's scheduler and may run it (cheap, no atomics beyond the queue's),
 /// otherwise on a Processer chosen by the scheduler, which is woken if

@@ -73,9 +73,12 @@ use std::time::{Duration, Instant};
 use crossbeam_deque::Steal;
 use parking_lot::Mutex;
 
+use super::context;
+use super::io::BUSY_POLL;
 use super::processer_shared::{Kind, ProcesserShared};
 use super::shared::Shared;
 use super::task::Runnable;
+use super::timer;
 
 /// A kernel-blocked suspect's thread must have used less than
 /// `1 / CPU_FRACTION` of the wall time.
@@ -230,6 +233,8 @@ struct Dispatcher {
     blocked: Vec<usize>,
     /// Where the next balance slice starts.
     balance_from: usize,
+    /// Tasks a poll of the reactor woke (kept to reuse its allocation).
+    woken: Vec<Runnable>,
 }
 
 impl Dispatcher {
@@ -239,6 +244,7 @@ impl Dispatcher {
             views: Vec::new(),
             blocked: Vec::new(),
             balance_from: 0,
+            woken: Vec::new(),
         }
     }
 
@@ -266,6 +272,7 @@ impl Dispatcher {
             let (any_running, any_suspect) = self.sample(&procs);
             self.rescue_and_grow(&procs);
             self.balance(&procs);
+            self.cover_timers_and_io(&procs, interval);
             // While every running task switches between samples, back off
             // (doubling, up to BACKOFF_MAX times the base); at the first
             // suspect, sample at the base interval again.
@@ -425,15 +432,71 @@ impl Dispatcher {
             .fetch_add(tasks.len() as u64, Ordering::Relaxed);
         // One length read per Processer (a few cache lines each), not one
         // per comparison.
-        active.sort_by_cached_key(|p| p.queued());
-        let receivers = tasks.len().min(active.len());
-        for (i, t) in tasks.into_iter().enumerate() {
-            s.push_to(&active[i % active.len()], t);
+        hand_out(s, &mut active, tasks);
+    }
+
+    /// Step 6: timers and readiness no Processer is looking after.
+    ///
+    /// - A busy Processer reads the clock for its timers only every 61st
+    ///   pick: when its earliest timer is due, raise its `timers_due` flag,
+    ///   which it reads at every pick. One that is blocked, or stuck in one
+    ///   long task, cannot: fire its timers overdue by more than
+    ///   [`timer::OVERDUE`] (their tasks go through the routing, which
+    ///   avoids blocked Processers). A sleeping Processer wakes for its own.
+    /// - When nobody has polled the reactor for two intervals (every
+    ///   Processer busy, or blocked), poll it without waiting, and hand the
+    ///   tasks it woke out like rescued ones, in batches to the least loaded
+    ///   active Processers.
+    fn cover_timers_and_io(&mut self, procs: &[Arc<ProcesserShared>], interval: Duration) {
+        let s = &self.shared;
+        let now = Instant::now();
+        let late = now.checked_sub(timer::OVERDUE);
+        for p in procs {
+            let Some(q) = s.timers.queue(p.index) else {
+                continue;
+            };
+            if p.kind != Kind::Core
+                || q.is_empty()
+                || p.sleeping.load(Ordering::Relaxed)
+                || !q.is_due(now)
+            {
+                continue;
+            }
+            if late.is_some_and(|late| q.is_due(late)) {
+                s.fire_timers(p.index, now);
+            } else {
+                p.timers_due.store(true, Ordering::Relaxed);
+            }
         }
-        // Wake the ones that were given tasks (not every active Processer:
-        // with many Processers that would be a wake-up storm per rescue).
-        for p in &active[..receivers] {
-            s.wake_proc(p);
+        let Some(r) = s.reactor_with_sources() else {
+            return;
+        };
+        if !r.polled_before(interval.saturating_mul(2).max(BUSY_POLL)) {
+            return;
+        }
+        let Some(mut poller) = r.try_poll() else {
+            return;
+        };
+        poller.poll(Some(Duration::ZERO), &mut self.woken);
+        drop(poller);
+        if self.woken.is_empty() {
+            return;
+        }
+        let mut ours = Vec::with_capacity(self.woken.len());
+        for t in self.woken.drain(..) {
+            if Arc::ptr_eq(&t.header().shared, s) && t.header().pin.is_none() {
+                ours.push(t);
+            } else {
+                context::schedule(t); // pinned, or another scheduler's
+            }
+        }
+        let mut active = active_targets(procs);
+        if active.is_empty() {
+            for t in ours {
+                s.push_remote(t);
+            }
+        } else {
+            hand_out(s, &mut active, ours);
         }
     }
 
@@ -528,6 +591,25 @@ fn judge(cfg: &super::config::Config, p: &ProcesserShared, v: &mut View, now: In
     // neither blocked nor a hog.
     let busy = cpu.saturating_sub(c0).saturating_mul(2) >= now.saturating_duration_since(t0);
     held >= cfg.block_timeout && busy
+}
+
+/// Hands `tasks` out round-robin to `active`, least loaded first, and wakes
+/// the ones given tasks (not every active Processer: with many Processers
+/// that would be a wake-up storm).
+fn hand_out(s: &Shared, active: &mut [Arc<ProcesserShared>], tasks: Vec<Runnable>) {
+    if tasks.is_empty() {
+        return;
+    }
+    // One length read per Processer (a few cache lines each), not one per
+    // comparison.
+    active.sort_by_cached_key(|p| p.queued());
+    let receivers = tasks.len().min(active.len());
+    for (i, t) in tasks.into_iter().enumerate() {
+        s.push_to(&active[i % active.len()], t);
+    }
+    for p in &active[..receivers] {
+        s.wake_proc(p);
+    }
 }
 
 /// Processers that can take rescued work: not blocked, not leaving, and run

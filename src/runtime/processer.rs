@@ -59,14 +59,16 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Steal, Worker};
 
 use super::context;
+use super::io::{Poller, BUSY_POLL};
 use super::processer_shared::{drain_injector, Kind, ProcesserShared};
 use super::shared::Shared;
 use super::task::{Runnable, TaskHeader};
+use super::timer::TimerQueue;
 use crate::coroutine::stack::StackMem;
 use crate::coroutine::stacks::LocalStacks;
 use crate::coroutine::switch::{self, EntrySlot, Suspend};
@@ -104,6 +106,9 @@ pub(crate) struct ProcLocal {
     switches: Cell<u64>,
     /// The task currently switched in.
     current: Cell<*const TaskHeader>,
+    /// Tasks a poll of the reactor woke, on their way to the runnable queue
+    /// (kept to reuse its allocation).
+    woken: RefCell<Vec<Runnable>>,
     /// When the Processer last had work (for Extra retirement).
     pub(crate) idle_since: Cell<Option<Instant>>,
 }
@@ -137,6 +142,7 @@ impl ProcLocal {
             table,
             switches: Cell::new(0),
             current: Cell::new(std::ptr::null()),
+            woken: RefCell::new(Vec::new()),
             idle_since: Cell::new(None),
         }
     }
@@ -164,7 +170,15 @@ impl ProcLocal {
     fn next_task(&self) -> Option<Runnable> {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
+        if self.p.timers_due.load(Ordering::Relaxed) {
+            self.p.timers_due.store(false, Ordering::Relaxed);
+            self.fire_timers();
+        }
         if tick % NEW_QUEUE_INTERVAL == 0 {
+            // The periodic look outward: due timers, readiness nobody
+            // polled for a while, then the remote queues.
+            self.fire_timers();
+            self.poll_io_busy();
             if let Some(t) = self.pull_remote() {
                 return Some(t);
             }
@@ -179,6 +193,62 @@ impl ProcLocal {
 
     fn pop_pinned(&self) -> Option<Runnable> {
         self.pinned_local.borrow_mut().pop_front()
+    }
+
+    /// This Processer's timer queue (core Processers own one).
+    fn timer_queue(&self) -> Option<&TimerQueue> {
+        if self.p.kind == Kind::Core {
+            self.sched.timers.queue(self.p.index)
+        } else {
+            None
+        }
+    }
+
+    /// Fires this Processer's due timers; their tasks land in its own
+    /// queues. Returns whether any fired. Reads the clock only when a timer
+    /// is pending.
+    fn fire_timers(&self) -> bool {
+        let Some(q) = self.timer_queue() else {
+            return false;
+        };
+        if q.is_empty() {
+            return false;
+        }
+        let now = Instant::now();
+        q.is_due(now) && self.sched.fire_timers(self.p.index, now) > 0
+    }
+
+    /// A busy Processer's look at the reactor: if nobody has polled for
+    /// [`BUSY_POLL`] and the role is free, poll without waiting.
+    fn poll_io_busy(&self) {
+        let Some(r) = self.sched.reactor_with_sources() else {
+            return;
+        };
+        if !r.polled_before(BUSY_POLL) {
+            return;
+        }
+        if let Some(mut poller) = r.try_poll() {
+            let mut woken = self.woken.borrow_mut();
+            poller.poll(Some(Duration::ZERO), &mut woken);
+            drop(poller);
+            self.accept_woken(&mut woken);
+        }
+    }
+
+    /// Queues the tasks a poll woke: here when this Processer may run them,
+    /// else through the routing; then one sleeper is woken to steal.
+    fn accept_woken(&self, woken: &mut Vec<Runnable>) {
+        if woken.is_empty() {
+            return;
+        }
+        for r in woken.drain(..) {
+            if Arc::ptr_eq(&self.sched, &r.header().shared) && self.p.may_run(r.header()) {
+                self.push_local(r, false);
+            } else {
+                context::schedule(r);
+            }
+        }
+        self.sched.wake_idle_for_local_work();
     }
 
     /// Takes work pushed here by other threads: a pinned task, or a batch of
@@ -415,6 +485,9 @@ impl ProcLocal {
             if self.sched.should_exit(self) {
                 break;
             }
+            if self.fire_timers() {
+                continue;
+            }
             if let Some(t) = self.find_work() {
                 self.idle_since.set(None);
                 self.run_task(t);
@@ -549,7 +622,12 @@ impl ProcLocal {
             }
             return None;
         }
-        let timeout = self.sched.sleep_timeout(self);
+        let timeout = self.sleep_timeout();
+        if let Some(r) = self.sched.reactor_with_sources() {
+            if let Some(mut poller) = r.try_poll() {
+                return self.sleep_in_poll(&mut poller, timeout);
+            }
+        }
         while self.p.sleeping.load(Ordering::SeqCst) {
             match timeout {
                 Some(d) => {
@@ -566,6 +644,47 @@ impl ProcLocal {
         }
         // Woken: the waker already decremented the idle count.
         super::dispatcher::processer_awake(&self.sched);
+        None
+    }
+
+    /// How long a sleeping Processer may sleep before it re-evaluates: until
+    /// its earliest timer, and for an extra Processer, until it retires.
+    /// Read after `sleeping` is announced (see `runtime/timer.rs`).
+    fn sleep_timeout(&self) -> Option<Duration> {
+        let retire = self.sched.retire_timeout(self);
+        let timer = self
+            .timer_queue()
+            .and_then(TimerQueue::next_deadline)
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        match (retire, timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The rest of [`sleep`](Self::sleep) for the holder of the poller role:
+    /// wait in the reactor instead of the futex (the protocol with wakers is
+    /// in `runtime/io/reactor.rs`), then queue what the events woke.
+    fn sleep_in_poll(
+        &self,
+        poller: &mut Poller<'_>,
+        timeout: Option<Duration>,
+    ) -> Option<Runnable> {
+        // SeqCst: the poller's half of the protocol with wakers.
+        self.p.in_poll.store(true, Ordering::SeqCst);
+        let timeout = if self.p.sleeping.load(Ordering::SeqCst) {
+            timeout
+        } else {
+            Some(Duration::ZERO) // already woken: look, but do not wait
+        };
+        let mut woken = self.woken.borrow_mut();
+        poller.poll(timeout, &mut woken);
+        self.p.in_poll.store(false, Ordering::Relaxed);
+        if self.cancel_sleep() {
+            self.sched.idle.idle_dec();
+        }
+        super::dispatcher::processer_awake(&self.sched);
+        self.accept_woken(&mut woken);
         None
     }
 

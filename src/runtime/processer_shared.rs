@@ -69,6 +69,15 @@ pub(crate) struct ProcesserShared {
     /// out) either by the Processer, or by the waker when its CAS failed,
     /// so exactly one of them owns the search.
     pub(crate) search_handoff: AtomicBool,
+    /// Sleeping in the reactor's wait (holding the poller role): a waker
+    /// must write the reactor's eventfd, not only unpark the thread (see
+    /// `runtime/io/reactor.rs` for both sides).
+    pub(crate) in_poll: AtomicBool,
+    /// Set by the Dispatcher when this (busy) Processer's earliest timer is
+    /// due: the owner, which reads the clock for its timers only every
+    /// 61st pick, looks at this flag at every pick and fires them. Relaxed:
+    /// a hint; the timers themselves are under their queue's lock.
+    pub(crate) timers_due: AtomicBool,
     /// Marked by the Dispatcher: the running task has not switched out for
     /// longer than the block timeout.
     pub(crate) blocked: AtomicBool,
@@ -203,6 +212,8 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         sleeping: AtomicBool::new(false),
         listed: AtomicBool::new(false),
         search_handoff: AtomicBool::new(false),
+        in_poll: AtomicBool::new(false),
+        timers_due: AtomicBool::new(false),
         blocked: AtomicBool::new(false),
         retired: AtomicBool::new(false),
         thread: OnceLock::new(),

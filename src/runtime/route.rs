@@ -142,6 +142,13 @@ impl Shared {
     pub(crate) fn wake_proc(&self, p: &ProcesserShared) -> bool {
         if p.wake() {
             self.idle.idle_dec();
+            // SeqCst: the waker's half of the poller protocol
+            // (`runtime/io/reactor.rs`): after the CAS on `sleeping`.
+            if p.in_poll.load(Ordering::SeqCst) {
+                if let Some(r) = self.reactor_if_made() {
+                    r.wake();
+                }
+            }
             true
         } else {
             false
@@ -187,6 +194,11 @@ impl Shared {
             self.wake_proc(p);
             if let Some(t) = p.thread.get() {
                 t.unpark();
+            }
+            if p.in_poll.load(Ordering::SeqCst) {
+                if let Some(r) = self.reactor_if_made() {
+                    r.wake();
+                }
             }
         }
         super::dispatcher::wake(self);

@@ -35,7 +35,7 @@
 
 use std::io;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -44,6 +44,7 @@ use super::config::Config;
 use super::context;
 use super::dispatcher::{self, DispatchState};
 use super::idle::Idle;
+use super::io::Reactor;
 use super::processer::ProcLocal;
 use super::processer_shared::{self, Kind, ProcesserShared};
 use super::stats::{ProcesserStats, Stats};
@@ -92,13 +93,17 @@ pub(crate) struct Shared {
     join_handles: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// The stack policy: shared pool, dense arenas, exhaustion record.
     pub(crate) stacks: Stacks,
-    pub(crate) timers: Arc<Timers>,
+    /// Deadline queues (one per core Processer) and user timers.
+    pub(crate) timers: Timers,
     pub(crate) dispatch: DispatchState,
+    /// The IO reactor, made at the first socket a task waits on.
+    reactor: OnceLock<Arc<Reactor>>,
+    reactor_init: Mutex<()>,
 }
 
 impl Shared {
     pub(crate) fn new(config: Config) -> Arc<Shared> {
-        let timers = Timers::new(config.name.clone());
+        let timers = Timers::new(config.min_threads);
         let stacks = Stacks::new(config.stack_size, config.stack_cache, config.dense_stacks);
         Arc::new(Shared {
             config,
@@ -123,7 +128,32 @@ impl Shared {
             stacks,
             timers,
             dispatch: DispatchState::default(),
+            reactor: OnceLock::new(),
+            reactor_init: Mutex::new(()),
         })
+    }
+
+    /// The IO reactor, made on first use.
+    pub(crate) fn reactor(&self) -> io::Result<&Arc<Reactor>> {
+        if let Some(r) = self.reactor.get() {
+            return Ok(r);
+        }
+        let _g = self.reactor_init.lock();
+        if let Some(r) = self.reactor.get() {
+            return Ok(r);
+        }
+        let r = Arc::new(Reactor::new()?);
+        Ok(self.reactor.get_or_init(|| r))
+    }
+
+    /// The IO reactor, if one was made.
+    pub(crate) fn reactor_if_made(&self) -> Option<&Arc<Reactor>> {
+        self.reactor.get()
+    }
+
+    /// The IO reactor if one was made and has sockets to poll for.
+    pub(crate) fn reactor_with_sources(&self) -> Option<&Arc<Reactor>> {
+        self.reactor.get().filter(|r| r.has_sources())
     }
 
     /// The live Processers, sorted by slot index.
@@ -221,7 +251,7 @@ impl Shared {
         }
         let left = self.threads.fetch_sub(1, Ordering::SeqCst) - 1;
         if left == 0 && self.detached.load(Ordering::SeqCst) {
-            self.timers.stop();
+            self.timers.clear();
         }
     }
 
@@ -352,8 +382,8 @@ impl Shared {
         false
     }
 
-    /// How long a sleeping Processer may sleep before it re-evaluates.
-    pub(crate) fn sleep_timeout(&self, local: &ProcLocal) -> Option<Duration> {
+    /// How long an extra Processer may sleep before it retires.
+    pub(crate) fn retire_timeout(&self, local: &ProcLocal) -> Option<Duration> {
         match (local.p.kind, local.idle_since.get()) {
             (Kind::Extra, Some(since)) => Some(
                 self.config
@@ -383,7 +413,7 @@ impl Shared {
         };
         self.closing.store(true, Ordering::SeqCst);
         // Pending after/every timers would hold `alive` up: cancel them.
-        self.timers.cancel_user_timers();
+        self.cancel_user_timers();
         {
             let mut g = self.done_lock.lock();
             while self.alive.load(Ordering::SeqCst) != 0 {
@@ -447,7 +477,7 @@ impl Shared {
         dispatcher::join(self);
         // An extra Processer the Dispatcher started before it saw `stopped`.
         join_all();
-        self.timers.stop();
+        self.timers.clear();
     }
 
     pub(crate) fn stats(&self) -> Stats {

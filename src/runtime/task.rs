@@ -264,6 +264,23 @@ pub(crate) fn unpark(header: &Arc<TaskHeader>) -> Option<Runnable> {
     }
 }
 
+/// [`unpark`] through a raw header pointer (a waiter list that holds no
+/// reference count).
+///
+/// # Safety
+/// `header` points at a live task header (an `Arc<TaskHeader>` allocation).
+pub(crate) unsafe fn unpark_raw(header: *const TaskHeader) -> Option<Runnable> {
+    // SAFETY: live per the contract.
+    let h = unsafe { &*header };
+    if h.park.unpark() {
+        // SAFETY: as in `unpark`: we won PARKED -> EMPTY and take back the
+        // reference Runnable::park leaked.
+        Some(Runnable(unsafe { Arc::from_raw(header) }))
+    } else {
+        None
+    }
+}
+
 /// Consumes a pending token from inside the task. Returns whether there
 /// was one.
 pub(crate) fn take_token(header: &TaskHeader) -> bool {

@@ -1,22 +1,50 @@
-//! The timer service of one scheduler: one thread, started on first use,
-//! and an indexed heap of deadlines ([`TimerHeap`]) under a mutex, with a
-//! condition variable the thread waits on until the earliest deadline (or
-//! until an earlier one is added). No thread per timer, and no polling while
-//! nothing is due.
+//! Timers: one deadline queue per core Processer, fired by the Processers
+//! themselves. No timer thread.
 //!
-//! An entry either wakes a parked task ([`Action::Wake`]: `sleep`,
-//! `park_timeout`, the timed waits of the sync primitives and channels) or
-//! calls back a user timer ([`Action::Call`]: `timer::after`/`every`, whose
-//! state machine lives in `time/timer.rs`). A timed wait removes its entry by
-//! key when it wakes, whatever woke it, so a wait that ends early leaves
-//! nothing behind.
+//! # Where a timer lives
+//!
+//! Each core Processer owns a [`TimerQueue`]: an indexed heap
+//! ([`TimerHeap`]) under a mutex that is almost never contended, and the
+//! earliest deadline in an atomic that anyone can read without the lock. A
+//! task that sleeps (or waits with a timeout) adds its entry to the queue of
+//! the Processer it runs on; an entry added from elsewhere (a plain thread,
+//! an extra Processer, a `block_on` caller) goes to a core Processer chosen
+//! round-robin. A wait that ends early removes its entry by key, from
+//! whichever thread it resumes on, so it leaves nothing behind.
+//!
+//! # Who fires
+//!
+//! - **The owner**, as part of its loop: every 61st pick (with the new-queue
+//!   check) and whenever it runs out of work, it takes the due entries and
+//!   wakes their tasks into its own runnable queue, in one batch and with
+//!   no remote push. This is where the timer work of a busy scheduler goes.
+//! - **A sleeping owner** sleeps until its earliest deadline: the futex wait
+//!   or, when it holds the poller role, `epoll_pwait2` (nanosecond timeouts,
+//!   see `runtime/io/epoll.rs`), so timers and IO share one wait as in
+//!   sylar's IOManager and Go's netpoller.
+//! - **The Dispatcher**, for a Processer that cannot: one that is blocked,
+//!   or stuck in a long task, with an entry overdue by more than
+//!   [`OVERDUE`]. Its wake-ups go through the scheduler's routing.
+//!
+//! An entry added from another thread that becomes a sleeping Processer's
+//! earliest must wake it, so it sleeps again with the shorter timeout:
+//!
+//! ```text
+//!  adder (another thread)                 owner P going to sleep
+//!  1. insert; store the new earliest      1. sleeping = true (SeqCst), fence
+//!     deadline (SeqCst)                   2. read the earliest deadline
+//!  2. if P.sleeping (SeqCst): wake P         (SeqCst); sleep until it
+//! ```
+//!
+//! Either P reads the new deadline, or the adder sees P asleep and wakes
+//! it.
 //!
 //! # User timers and shutdown
 //!
-//! A pending user timer holds its scheduler alive (one `alive` unit), and
-//! shutdown must cancel every one of them, whatever its state: a recurring
-//! timer taken off the heap to fire would be missed by a scan of the heap
-//! and re-armed after it. So user timers are kept in a registry, and
+//! A pending user timer (`time/timer.rs`) holds its scheduler alive (one
+//! `alive` unit), and shutdown must cancel every one of them, whatever its
+//! state: one taken off a queue to fire would be missed by a scan of the
+//! queues and re-armed after it. So user timers are kept in a registry, and
 //! registering (with the check that shutdown has not closed the registry)
 //! and closing happen under one lock:
 //!
@@ -34,30 +62,49 @@
 //! scheduler alive for ever.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
 use super::context;
+use super::shared::{find_processer, Shared};
 use super::task::{self, TaskHeader};
 use super::timer_heap::{TimerHeap, TimerKey};
 
-/// Due entries taken out of the heap per lock hold.
+/// Due entries taken off a queue per lock hold.
 const FIRE_BATCH: usize = 256;
 
-/// A user timer, seen from the service.
-pub(crate) trait TimerCallback: Send + Sync {
-    /// Its entry came due and was taken off the heap: run it (and re-arm it,
-    /// for a recurring timer). Called on the timer thread.
-    fn fire(self: Arc<Self>, timers: &Arc<Timers>);
-    /// Shutdown: cancel it, whatever its state. Returns whether it was
-    /// pending.
-    fn cancel(&self, timers: &Timers) -> bool;
+/// How late an entry may be before the Dispatcher fires it in place of its
+/// owner (which is then blocked, or running one long task).
+pub(crate) const OVERDUE: Duration = Duration::from_millis(1);
+
+/// No entry: the value of [`TimerQueue::next`].
+const NONE: u64 = u64::MAX;
+
+/// The instant deadlines are counted from, as nanoseconds in an atomic.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
-/// What a heap entry does when it comes due.
+fn to_nanos(t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(epoch()).as_nanos()).unwrap_or(NONE - 1)
+}
+
+/// A user timer, seen from the runtime.
+pub(crate) trait TimerCallback: Send + Sync {
+    /// Its entry came due and was taken off its queue: run it (and re-arm
+    /// it, for a recurring timer). Called on a Processer's thread, outside
+    /// any task, or on the Dispatcher's.
+    fn fire(self: Arc<Self>, sched: &Arc<Shared>);
+    /// Shutdown: cancel it, whatever its state. Returns whether it was
+    /// pending.
+    fn cancel(&self, sched: &Shared) -> bool;
+}
+
+/// What an entry does when it comes due.
 pub(crate) enum Action {
     /// Wake a parked task.
     Wake(Arc<TaskHeader>),
@@ -65,17 +112,97 @@ pub(crate) enum Action {
     Call(Arc<dyn TimerCallback>),
 }
 
-struct State {
-    heap: TimerHeap<Action>,
-    /// The timer thread waits on the condvar until this deadline (`None`:
-    /// without one); `waiting` is false while it fires or runs its loop.
-    /// An entry due before it must wake the thread; a later one need not.
-    wake_at: Option<Instant>,
-    waiting: bool,
-    running: bool,
-    stop: bool,
-    /// The timer thread, for `stop` to join.
-    thread: Option<std::thread::JoinHandle<()>>,
+/// Names one entry: its queue and its key there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TimerRef {
+    queue: usize,
+    key: TimerKey,
+}
+
+/// The deadline queue of one core Processer.
+pub(crate) struct TimerQueue {
+    heap: Mutex<TimerHeap<Action>>,
+    /// The earliest deadline (nanoseconds since [`epoch`]), or [`NONE`].
+    /// Written under the lock; read without it (SeqCst: see the module docs).
+    next: AtomicU64,
+}
+
+impl TimerQueue {
+    fn new() -> TimerQueue {
+        TimerQueue {
+            heap: Mutex::new(TimerHeap::default()),
+            next: AtomicU64::new(NONE),
+        }
+    }
+
+    fn publish(&self, heap: &TimerHeap<Action>) {
+        let next = heap.next_deadline().map_or(NONE, to_nanos);
+        // SeqCst: the adders' half of the sleep protocol (module docs).
+        self.next.store(next, Ordering::SeqCst);
+    }
+
+    /// Inserts; returns the key and whether it is now the earliest entry.
+    fn insert(&self, deadline: Instant, action: Action) -> (TimerKey, bool) {
+        let mut heap = self.heap.lock();
+        let key = heap.insert(deadline, action);
+        let earliest = heap.next_deadline() == Some(deadline);
+        if earliest {
+            self.publish(&heap);
+        }
+        (key, earliest)
+    }
+
+    fn remove(&self, key: TimerKey) -> Option<Action> {
+        let mut heap = self.heap.lock();
+        let a = heap.remove(key);
+        if a.is_some() {
+            self.publish(&heap);
+        }
+        a
+    }
+
+    /// The earliest deadline, read without the lock.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        // SeqCst: the sleeper's half of the sleep protocol (module docs).
+        match self.next.load(Ordering::SeqCst) {
+            NONE => None,
+            n => Some(epoch() + Duration::from_nanos(n)),
+        }
+    }
+
+    /// Whether an entry is due at `now` (no lock, no clock read when empty).
+    pub(crate) fn is_due(&self, now: Instant) -> bool {
+        let n = self.next.load(Ordering::Relaxed);
+        n != NONE && n <= to_nanos(now)
+    }
+
+    /// Whether any entry is pending (a cheap check before reading the clock).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.next.load(Ordering::Relaxed) == NONE
+    }
+
+    /// Takes up to [`FIRE_BATCH`] entries due at `now`.
+    fn take_due(&self, now: Instant, out: &mut Vec<Action>) {
+        let mut heap = self.heap.lock();
+        while out.len() < FIRE_BATCH {
+            match heap.pop_due(now) {
+                Some(a) => out.push(a),
+                None => break,
+            }
+        }
+        self.publish(&heap);
+    }
+
+    fn len(&self) -> usize {
+        self.heap.lock().len()
+    }
+
+    fn drain(&self) -> Vec<Action> {
+        let mut heap = self.heap.lock();
+        let all = heap.drain();
+        self.publish(&heap);
+        all
+    }
 }
 
 /// The user timers of a scheduler, for shutdown to cancel.
@@ -86,95 +213,41 @@ struct Registry {
     closed: bool,
 }
 
-/// The timer service of one scheduler.
+/// The timers of one scheduler: a queue per core Processer, and the
+/// registry of user timers.
 pub(crate) struct Timers {
-    state: Mutex<State>,
-    cv: Condvar,
-    name: String,
+    queues: Box<[TimerQueue]>,
+    /// Round-robin cursor for entries added off the core Processers.
+    rr: AtomicUsize,
     users: Mutex<Registry>,
     next_id: AtomicU64,
 }
 
 impl Timers {
-    pub(crate) fn new(name: String) -> Arc<Timers> {
-        Arc::new(Timers {
-            state: Mutex::new(State {
-                heap: TimerHeap::default(),
-                wake_at: None,
-                waiting: false,
-                running: false,
-                stop: false,
-                thread: None,
-            }),
-            cv: Condvar::new(),
-            name,
+    /// Timers for a scheduler of `core` core Processers.
+    pub(crate) fn new(core: usize) -> Timers {
+        epoch();
+        Timers {
+            queues: (0..core.max(1)).map(|_| TimerQueue::new()).collect(),
+            rr: AtomicUsize::new(0),
             users: Mutex::new(Registry::default()),
             next_id: AtomicU64::new(1),
-        })
-    }
-
-    /// Schedules `action` at `deadline`; the key removes it early.
-    pub(crate) fn add(self: &Arc<Self>, deadline: Instant, action: Action) -> TimerKey {
-        let mut st = self.state.lock();
-        let earliest = st.waiting && st.wake_at.is_none_or(|w| deadline < w);
-        let key = st.heap.insert(deadline, action);
-        if !st.running && !st.stop {
-            st.running = true;
-            let me = self.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-timer", self.name))
-                .spawn(move || me.run());
-            match spawned {
-                Ok(h) => st.thread = Some(h),
-                Err(_) => {
-                    st.running = false;
-                    drop(st);
-                    crate::coroutine::overflow::fatal("cannot start the timer thread");
-                }
-            }
-        } else if earliest {
-            self.cv.notify_one();
         }
-        key
     }
 
-    /// Removes a pending entry (a wait that ended before its deadline). A
-    /// key whose entry already fired is ignored.
-    pub(crate) fn remove(&self, key: TimerKey) {
-        let action = self.state.lock().heap.remove(key);
-        // Dropped outside the lock: a task handle's last reference may go.
-        drop(action);
+    /// The queue of core Processer `index`, if it is one.
+    pub(crate) fn queue(&self, index: usize) -> Option<&TimerQueue> {
+        self.queues.get(index)
     }
 
     /// Entries pending (timed waits and user timers).
     pub(crate) fn pending(&self) -> usize {
-        self.state.lock().heap.len()
+        self.queues.iter().map(TimerQueue::len).sum()
     }
 
     /// A fresh id for a user timer's registry entry.
     pub(crate) fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Arms user timer `id` at `deadline` and registers it, unless shutdown
-    /// closed the registry (then returns false and adds nothing).
-    /// `armed` receives the entry's key before the registry lock is
-    /// released, so that a shutdown cancelling the timer finds it.
-    pub(crate) fn arm(
-        self: &Arc<Self>,
-        id: u64,
-        deadline: Instant,
-        timer: Arc<dyn TimerCallback>,
-        armed: impl FnOnce(TimerKey),
-    ) -> bool {
-        let mut reg = self.users.lock();
-        if reg.closed {
-            return false;
-        }
-        // Lock order: the registry, then the heap.
-        armed(self.add(deadline, Action::Call(timer.clone())));
-        reg.timers.insert(id, timer);
-        true
     }
 
     /// Forgets user timer `id` (it will not run again).
@@ -183,12 +256,72 @@ impl Timers {
         drop(gone);
     }
 
+    /// Drops every pending entry without running it (the scheduler stopped).
+    pub(crate) fn clear(&self) {
+        for q in self.queues.iter() {
+            drop(q.drain());
+        }
+        let users = std::mem::take(&mut self.users.lock().timers);
+        drop(users);
+    }
+}
+
+impl Shared {
+    /// Schedules `action` at `deadline`, on the queue of the running core
+    /// Processer if there is one, else on one chosen round-robin (which is
+    /// woken if the entry is its earliest and it sleeps).
+    pub(crate) fn add_timer(&self, deadline: Instant, action: Action) -> TimerRef {
+        let t = &self.timers;
+        let own = context::current_core_index(self);
+        let queue = own.unwrap_or_else(|| t.rr.fetch_add(1, Ordering::Relaxed) % t.queues.len());
+        let (key, earliest) = t.queues[queue].insert(deadline, action);
+        if earliest && own.is_none() {
+            let procs = self.processers_snapshot();
+            if let Some(p) = find_processer(&procs, queue) {
+                // SeqCst: the adders' half of the sleep protocol.
+                if p.sleeping.load(Ordering::SeqCst) {
+                    self.wake_proc(p);
+                }
+            }
+        }
+        TimerRef { queue, key }
+    }
+
+    /// Removes a pending entry (a wait that ended before its deadline). An
+    /// entry that already fired is ignored.
+    pub(crate) fn remove_timer(&self, r: TimerRef) {
+        let action = self.timers.queues[r.queue].remove(r.key);
+        // Dropped outside the lock: a task's last reference may go.
+        drop(action);
+    }
+
+    /// Arms user timer `id` at `deadline` and registers it, unless shutdown
+    /// closed the registry (then returns false and adds nothing). `armed`
+    /// receives the entry before the registry lock is released, so that a
+    /// shutdown cancelling the timer finds it.
+    pub(crate) fn arm_user_timer(
+        &self,
+        id: u64,
+        deadline: Instant,
+        timer: Arc<dyn TimerCallback>,
+        armed: impl FnOnce(TimerRef),
+    ) -> bool {
+        let mut reg = self.timers.users.lock();
+        if reg.closed {
+            return false;
+        }
+        // Lock order: the registry, then a queue.
+        armed(self.add_timer(deadline, Action::Call(timer.clone())));
+        reg.timers.insert(id, timer);
+        true
+    }
+
     /// Cancels every user timer, whatever its state, and refuses new ones
     /// (shutdown). Timed waits are left alone: they belong to tasks shutdown
     /// waits for.
     pub(crate) fn cancel_user_timers(&self) {
         let all: Vec<Arc<dyn TimerCallback>> = {
-            let mut reg = self.users.lock();
+            let mut reg = self.timers.users.lock();
             reg.closed = true;
             reg.timers.drain().map(|(_, t)| t).collect()
         };
@@ -197,64 +330,52 @@ impl Timers {
         }
     }
 
-    /// Stops the timer thread and joins it (unless called from it); pending
-    /// timers are dropped without running.
-    pub(crate) fn stop(&self) {
-        let (thread, dropped) = {
-            let mut st = self.state.lock();
-            st.stop = true;
-            self.cv.notify_all();
-            (st.thread.take(), st.heap.drain())
+    /// Fires the entries of queue `index` due at `now`: their tasks are
+    /// scheduled (onto this thread's Processer when it is that queue's
+    /// owner), their user timers run. Returns how many fired.
+    pub(crate) fn fire_timers(self: &Arc<Self>, index: usize, now: Instant) -> usize {
+        let Some(q) = self.timers.queue(index) else {
+            return 0;
         };
-        drop(dropped);
-        let users = std::mem::take(&mut self.users.lock().timers);
-        drop(users);
-        if let Some(h) = thread {
-            if h.thread().id() != std::thread::current().id() {
-                let _ = h.join();
-            }
-        }
-    }
-
-    fn run(self: Arc<Self>) {
-        let mut due = Vec::with_capacity(FIRE_BATCH);
-        let mut st = self.state.lock();
+        let mut due = Vec::new();
+        let mut fired = 0;
         loop {
-            if st.stop {
-                st.running = false;
-                return;
+            q.take_due(now, &mut due);
+            if due.is_empty() {
+                return fired;
             }
-            let now = Instant::now();
-            while due.len() < FIRE_BATCH {
-                match st.heap.pop_due(now) {
-                    Some(a) => due.push(a),
-                    None => break,
-                }
-            }
-            if !due.is_empty() {
-                drop(st);
-                for a in due.drain(..) {
-                    match a {
-                        Action::Wake(h) => {
-                            if let Some(r) = task::unpark(&h) {
-                                context::schedule(r);
-                            }
+            fired += due.len();
+            for a in due.drain(..) {
+                match a {
+                    Action::Wake(h) => {
+                        if let Some(r) = task::unpark(&h) {
+                            context::schedule(r);
                         }
-                        Action::Call(t) => t.fire(&self),
                     }
+                    Action::Call(t) => t.fire(self),
                 }
-                st = self.state.lock();
-                continue;
             }
-            st.wake_at = st.heap.next_deadline();
-            st.waiting = true;
-            match st.wake_at {
-                Some(d) => {
-                    self.cv.wait_until(&mut st, d);
-                }
-                None => self.cv.wait(&mut st),
-            }
-            st.waiting = false;
         }
     }
+}
+
+/// Parks the running task `h` until it is unparked or `deadline` passes
+/// (`None`: until unparked). May return spuriously. The building block of
+/// every timed wait.
+pub(crate) fn park_until(h: &Arc<TaskHeader>, deadline: Option<Instant>) {
+    if task::take_token(h) {
+        return;
+    }
+    let Some(deadline) = deadline else {
+        crate::coroutine::switch::suspend(crate::coroutine::switch::Suspend::Park);
+        return;
+    };
+    if deadline <= Instant::now() {
+        return;
+    }
+    let entry = h.shared.add_timer(deadline, Action::Wake(h.clone()));
+    crate::coroutine::switch::suspend(crate::coroutine::switch::Suspend::Park);
+    // Woken early or by the timer: either way the entry goes now (a no-op
+    // if it fired), so a finished wait leaves nothing behind.
+    h.shared.remove_timer(entry);
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::coroutine::switch::{suspend, Suspend};
 use crate::runtime::context;
 use crate::runtime::task::{self, TaskHeader, TaskId};
-use crate::runtime::timer::Action;
+use crate::runtime::timer;
 
 /// A handle to a task or thread that can be woken with [`unpark`](Task::unpark).
 ///
@@ -143,19 +143,7 @@ pub fn park_timeout(timeout: Duration) {
 /// Parks until unparked or until `deadline`. May return spuriously.
 pub(crate) fn park_deadline(deadline: Instant) {
     match context::current_task() {
-        Some(h) => {
-            if task::take_token(&h) {
-                return;
-            }
-            if deadline <= Instant::now() {
-                return;
-            }
-            let key = h.shared.timers.add(deadline, Action::Wake(h.clone()));
-            suspend(Suspend::Park);
-            // Woken early or by the timer: either way the entry goes now
-            // (a no-op if it fired), so a finished wait leaves nothing behind.
-            h.shared.timers.remove(key);
-        }
+        Some(h) => timer::park_until(&h, Some(deadline)),
         None => {
             let now = Instant::now();
             if deadline > now {

@@ -1,12 +1,12 @@
 //! User timers: `after` and `every` (and their `_on` forms), each firing a
 //! task, and the state machine that keeps `cancel` truthful. The heap and
-//! the thread that fire them are the runtime's (`runtime/timer.rs`), which
+//! the Processers that fire them are the runtime's (`runtime/timer.rs`), which
 //! also explains how shutdown cancels every one of them.
 //!
 //! # One user timer's state (`UserTimer::state`)
 //!
 //! ```text
-//!  PENDING -> FIRING     timer thread, deadline passed: it runs the action
+//!  PENDING -> FIRING     deadline passed: a Processer runs the action
 //!  FIRING  -> FIRED      a one-shot timer (after): done
 //!  FIRING  -> PENDING    a recurring timer (every), re-armed after this run
 //!  FIRING  -> CANCELLED  a recurring timer whose run was refused because
@@ -33,8 +33,7 @@ use parking_lot::Mutex;
 use crate::error::SpawnError;
 use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
 use crate::runtime::shared::Shared;
-use crate::runtime::timer::{TimerCallback, Timers};
-use crate::runtime::timer_heap::TimerKey;
+use crate::runtime::timer::{Action, TimerCallback, TimerRef};
 use crate::task::spawn::spawn_closure;
 
 pub use super::sleep::{sleep, sleep_until};
@@ -69,7 +68,7 @@ pub(crate) struct UserTimer {
     state: AtomicU8,
     /// Where it sits in the heap while pending, and its planned deadline
     /// (the base of a recurring timer's next one).
-    key: Mutex<Option<(TimerKey, Instant)>>,
+    key: Mutex<Option<(TimerRef, Instant)>>,
     /// Taken by a one-shot firing or by cancel.
     action: Mutex<Option<UserAction>>,
 }
@@ -78,15 +77,14 @@ impl UserTimer {
     /// Arms a timer that already holds its scheduler alive (see
     /// [`Shared::hold`]), unless shutdown closed the registry: then the hold
     /// is released and `None` returned.
-    fn arm(timers: &Arc<Timers>, deadline: Instant, action: UserAction) -> Option<Arc<UserTimer>> {
-        let sched = action.sched().clone();
+    fn arm(sched: &Arc<Shared>, deadline: Instant, action: UserAction) -> Option<Arc<UserTimer>> {
         let t = Arc::new(UserTimer {
-            id: timers.next_id(),
+            id: sched.timers.next_id(),
             state: AtomicU8::new(PENDING),
             key: Mutex::new(None),
             action: Mutex::new(Some(action)),
         });
-        let armed = timers.arm(t.id, deadline, t.clone(), |key| {
+        let armed = sched.arm_user_timer(t.id, deadline, t.clone(), |key| {
             *t.key.lock() = Some((key, deadline));
         });
         if armed {
@@ -101,7 +99,7 @@ impl UserTimer {
     }
 
     /// `PENDING -> CANCELLED`; true if the timer will never run (again).
-    fn cancel_now(&self, timers: &Timers) -> bool {
+    fn cancel_now(&self, sched: &Shared) -> bool {
         loop {
             // AcqRel: pairs with the firing side's FIRING transitions.
             match self.state.compare_exchange(
@@ -117,17 +115,17 @@ impl UserTimer {
             }
         }
         if let Some((key, _)) = self.key.lock().take() {
-            timers.remove(key);
+            sched.remove_timer(key);
         }
-        self.retire(timers);
+        self.retire(sched);
         true
     }
 
     /// The timer will not run again: drop its action, release its hold on
     /// the scheduler, and forget it.
-    fn retire(&self, timers: &Timers) {
+    fn retire(&self, sched: &Shared) {
         let action = self.action.lock().take();
-        timers.forget(self.id);
+        sched.timers.forget(self.id);
         if let Some(a) = action {
             a.sched().task_finished();
         }
@@ -135,7 +133,7 @@ impl UserTimer {
 }
 
 impl TimerCallback for UserTimer {
-    fn fire(self: Arc<Self>, timers: &Arc<Timers>) {
+    fn fire(self: Arc<Self>, sched: &Arc<Shared>) {
         // Acquire: pairs with the Release that made it PENDING (creation, or
         // the end of the previous run of a recurring timer).
         if self
@@ -148,22 +146,22 @@ impl TimerCallback for UserTimer {
         let planned = self.key.lock().take().map(|(_, d)| d);
         let mut slot = self.action.lock();
         match slot.as_ref() {
-            Some(UserAction::Every(sched, period, f)) => {
-                let (sched, period, f) = (sched.clone(), *period, f.clone());
+            Some(UserAction::Every(_, period, f)) => {
+                let (period, f) = (*period, f.clone());
                 drop(slot);
-                match spawn_closure(&sched, move || f()) {
+                match spawn_closure(sched, move || f()) {
                     Err(SpawnError::Shutdown) => {
                         // The scheduler is closing: this timer is over. Not
                         // re-armed, so shutdown has nothing left to wait for.
                         self.state.store(CANCELLED, Ordering::Release);
-                        self.retire(timers);
+                        self.retire(sched);
                         return;
                     }
                     Err(err) => report_spawn_failure(&err),
                     Ok(()) => {}
                 }
                 let next = next_tick(planned.unwrap_or_else(Instant::now), period);
-                let key = timers.add(next, crate::runtime::timer::Action::Call(self.clone()));
+                let key = sched.add_timer(next, Action::Call(self.clone()));
                 *self.key.lock() = Some((key, next));
                 // Release: pairs with cancel's CAS (it waits while FIRING).
                 self.state.store(PENDING, Ordering::Release);
@@ -174,7 +172,7 @@ impl TimerCallback for UserTimer {
                 };
                 drop(slot);
                 self.state.store(FIRED, Ordering::Release);
-                timers.forget(self.id);
+                sched.timers.forget(self.id);
                 // Admit the task first, then release the timer's hold:
                 // `alive` never touches zero in between.
                 match spawn_closure(&sched, f) {
@@ -187,8 +185,8 @@ impl TimerCallback for UserTimer {
         }
     }
 
-    fn cancel(&self, timers: &Timers) -> bool {
-        self.cancel_now(timers)
+    fn cancel(&self, sched: &Shared) -> bool {
+        self.cancel_now(sched)
     }
 }
 
@@ -220,7 +218,7 @@ fn report_spawn_failure(err: &SpawnError) {
 pub struct TimerHandle {
     /// `None` for a timer created on a scheduler that was shutting down.
     timer: Option<Arc<UserTimer>>,
-    timers: Arc<Timers>,
+    sched: Arc<Shared>,
 }
 
 impl TimerHandle {
@@ -231,7 +229,7 @@ impl TimerHandle {
     pub fn cancel(&self) -> bool {
         self.timer
             .as_ref()
-            .is_some_and(|t| t.cancel_now(&self.timers))
+            .is_some_and(|t| t.cancel_now(&self.sched))
     }
 
     /// Whether the timer is still pending: a one-shot timer that has not
@@ -287,12 +285,12 @@ fn add_once(sched: &Arc<Shared>, delay: Duration, f: Box<dyn FnOnce() + Send>) -
 /// Adds a user timer that holds its scheduler alive; on a scheduler that is
 /// shutting down the timer is made already cancelled.
 fn add_user(sched: &Arc<Shared>, deadline: Instant, action: UserAction) -> TimerHandle {
-    let timers = sched.timers.clone();
+    let sched = sched.clone();
     let timer = match sched.hold() {
-        Ok(()) => UserTimer::arm(&timers, deadline, action),
+        Ok(()) => UserTimer::arm(&sched, deadline, action),
         Err(_) => None,
     };
-    TimerHandle { timer, timers }
+    TimerHandle { timer, sched }
 }
 
 /// Runs `f` as a task every `period` (first run after one period), until the

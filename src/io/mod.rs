@@ -1,0 +1,60 @@
+//! Waiting for any descriptor the way gofer's sockets wait: a pipe, an
+//! eventfd, a database driver's socket (sylar's `addEvent`, in blocking
+//! style).
+//!
+//! ```
+//! use std::io::Write;
+//! use std::os::unix::net::UnixStream;
+//! use std::time::Duration;
+//!
+//! let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+//! let (a, mut b) = UnixStream::pair().unwrap();
+//! let waiter = sched.spawn(move || {
+//!     // Parks the task (not the thread) until `a` is readable.
+//!     gofer::io::wait_readable(&a, Some(Duration::from_secs(5)))
+//! });
+//! b.write_all(b"x").unwrap();
+//! waiter.join().unwrap().unwrap();
+//! sched.shutdown();
+//! ```
+
+pub(crate) mod source;
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
+
+use crate::runtime::io::{poll_fd, Interest, Registration};
+
+/// Waits until `fd` is readable (or its peer hung up, or it has an error),
+/// or until `timeout` passes (`ErrorKind::TimedOut`; `None` waits without
+/// limit).
+///
+/// Inside a task the task parks and its thread runs other tasks: the
+/// descriptor is added to the scheduler's reactor for the wait and removed
+/// after it (two `epoll_ctl` calls; gofer's own sockets stay registered
+/// instead). On a plain thread it waits in `poll(2)`. A descriptor epoll
+/// cannot watch (a regular file) counts as always ready.
+pub fn wait_readable(fd: &impl AsFd, timeout: Option<Duration>) -> io::Result<()> {
+    wait(fd.as_fd().as_raw_fd(), Interest::Read, timeout)
+}
+
+/// Waits until `fd` is writable (or it has an error), or until `timeout`
+/// passes (`ErrorKind::TimedOut`); see [`wait_readable`].
+pub fn wait_writable(fd: &impl AsFd, timeout: Option<Duration>) -> io::Result<()> {
+    wait(fd.as_fd().as_raw_fd(), Interest::Write, timeout)
+}
+
+fn wait(fd: std::os::fd::RawFd, interest: Interest, timeout: Option<Duration>) -> io::Result<()> {
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    match Registration::for_current_task(fd) {
+        Ok(Some(reg)) => reg.wait(interest, deadline),
+        Ok(None) => poll_fd(fd, interest, deadline),
+        // EPERM: a regular file or directory, always ready.
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(()),
+        // EEXIST: already in this reactor (a gofer socket's descriptor, or a
+        // duplicate registration): wait the thread's way instead.
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => poll_fd(fd, interest, deadline),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,217 @@
+//! [`Source`]: a non-blocking descriptor that tasks wait on through their
+//! scheduler's reactor, and threads wait on with `poll(2)`.
+//!
+//! Every gofer socket is one of these around a std socket. The descriptor
+//! is always non-blocking at the OS level; "blocking" is done here:
+//!
+//! 1. try the syscall;
+//! 2. on `EAGAIN` (and unless the user asked for non-blocking behaviour):
+//!    - inside a task, register the descriptor with the reactor of the
+//!      task's scheduler (once: edge triggered, both directions), clear the
+//!      readiness the attempt saw, park until the reactor reports the
+//!      direction ready, and go back to 1;
+//!    - on a plain thread, wait in `poll(2)` and go back to 1.
+//!
+//! A read or write timeout becomes the deadline of the wait, and an expired
+//! one is `ErrorKind::TimedOut`.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::runtime::io::{poll_fd, Interest, Registration};
+
+/// A timeout kept in an atomic: nanoseconds, 0 meaning none.
+struct AtomicTimeout(AtomicU64);
+
+impl AtomicTimeout {
+    fn get(&self) -> Option<Duration> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(Duration::from_nanos(n)),
+        }
+    }
+
+    fn set(&self, d: Option<Duration>) {
+        let n = d.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        });
+        self.0.store(n, Ordering::Relaxed);
+    }
+}
+
+/// A descriptor owned as `T` (a std socket), waited on by gofer.
+pub(crate) struct Source<T: AsFd> {
+    /// Registered with a reactor at the first wait inside a task; dropped
+    /// (deregistered) before `io` closes the descriptor.
+    reg: OnceLock<Registration>,
+    /// Serialises the registration: two tasks (a reader and a writer) may
+    /// reach their first wait at once, and epoll takes an fd only once.
+    registering: Mutex<()>,
+    io: Option<T>,
+    /// The user asked for non-blocking behaviour: return `WouldBlock`.
+    nonblocking: AtomicBool,
+    read_timeout: AtomicTimeout,
+    write_timeout: AtomicTimeout,
+}
+
+fn set_os_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller owns; results checked.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if flags & libc::O_NONBLOCK == 0
+            && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+impl<T: AsFd> Source<T> {
+    /// Takes `io` over, switching its descriptor to non-blocking mode.
+    pub(crate) fn new(io: T) -> io::Result<Source<T>> {
+        set_os_nonblocking(io.as_fd().as_raw_fd())?;
+        Ok(Source {
+            reg: OnceLock::new(),
+            registering: Mutex::new(()),
+            io: Some(io),
+            nonblocking: AtomicBool::new(false),
+            read_timeout: AtomicTimeout(AtomicU64::new(0)),
+            write_timeout: AtomicTimeout(AtomicU64::new(0)),
+        })
+    }
+
+    /// The wrapped socket.
+    pub(crate) fn get_ref(&self) -> &T {
+        self.io.as_ref().expect("present until into_inner")
+    }
+
+    /// Gives the socket back (deregistered, still non-blocking).
+    pub(crate) fn into_inner(mut self) -> T {
+        self.reg.take();
+        self.io.take().expect("present until into_inner")
+    }
+
+    pub(crate) fn set_nonblocking(&self, on: bool) {
+        self.nonblocking.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_nonblocking(&self) -> bool {
+        self.nonblocking.load(Ordering::Relaxed)
+    }
+
+    /// Sets the read or write timeout; zero is refused as std refuses it.
+    pub(crate) fn set_timeout(&self, interest: Interest, t: Option<Duration>) -> io::Result<()> {
+        if t == Some(Duration::ZERO) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot set a 0 duration timeout",
+            ));
+        }
+        match interest {
+            Interest::Read => self.read_timeout.set(t),
+            Interest::Write => self.write_timeout.set(t),
+        }
+        Ok(())
+    }
+
+    pub(crate) fn timeout(&self, interest: Interest) -> Option<Duration> {
+        match interest {
+            Interest::Read => self.read_timeout.get(),
+            Interest::Write => self.write_timeout.get(),
+        }
+    }
+
+    /// Runs `f` until it does not return `WouldBlock`, waiting for
+    /// `interest` in between (module docs), with the socket's timeout for
+    /// that direction.
+    pub(crate) fn io<R>(
+        &self,
+        interest: Interest,
+        f: impl FnMut(&T) -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.io_timeout(interest, self.timeout(interest), f)
+    }
+
+    /// [`io`](Self::io) with an explicit timeout.
+    pub(crate) fn io_timeout<R>(
+        &self,
+        interest: Interest,
+        timeout: Option<Duration>,
+        mut f: impl FnMut(&T) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let io = self.get_ref();
+        loop {
+            // What the reactor last said, taken before the attempt so an
+            // event that lands during it is not cleared away.
+            let seen = self.reg.get().map(|r| r.readiness(interest));
+            if let (Some(r), Some(ev)) = (self.reg.get(), seen) {
+                if !ev.is_ready() && !self.is_nonblocking() {
+                    r.wait(interest, deadline)?;
+                    continue;
+                }
+            }
+            match f(io) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.is_nonblocking() {
+                        return Err(e);
+                    }
+                    if let (Some(r), Some(ev)) = (self.reg.get(), seen) {
+                        r.clear(ev);
+                        continue;
+                    }
+                    self.wait_first(interest, deadline)?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Waits once for `interest` (a non-blocking connect's completion).
+    pub(crate) fn wait(&self, interest: Interest, timeout: Option<Duration>) -> io::Result<()> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        match self.reg.get() {
+            Some(r) => r.wait(interest, deadline),
+            None => self.wait_first(interest, deadline),
+        }
+    }
+
+    /// A wait with no registration yet: register (inside a task) and wait
+    /// on the reactor, or wait in `poll(2)` (on a thread, or when the
+    /// reactor cannot be had).
+    fn wait_first(&self, interest: Interest, deadline: Option<Instant>) -> io::Result<()> {
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        if crate::runtime::context::current_task_ptr().is_none() {
+            return poll_fd(fd, interest, deadline);
+        }
+        let reg = {
+            let _g = self.registering.lock();
+            match self.reg.get() {
+                Some(reg) => reg,
+                None => match Registration::for_current_task(fd)? {
+                    Some(reg) => self.reg.get_or_init(|| reg),
+                    None => return poll_fd(fd, interest, deadline),
+                },
+            }
+        };
+        reg.wait(interest, deadline)
+    }
+}
+
+impl<T: AsFd> Drop for Source<T> {
+    fn drop(&mut self) {
+        // Deregister before the descriptor closes (field order would do it
+        // too; this keeps it explicit).
+        self.reg.take();
+    }
+}

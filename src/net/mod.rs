@@ -1,0 +1,132 @@
+//! Sockets that look like `std::net`'s and wait like tasks: inside a task,
+//! an operation that cannot proceed parks the task until the scheduler's
+//! reactor reports the socket ready (the thread runs other tasks
+//! meanwhile); on a plain thread it blocks the thread, like std.
+//!
+//! ```no_run
+//! use std::io::{Read, Write};
+//! use gofer::net::{TcpListener, TcpStream};
+//!
+//! let sched = gofer::Scheduler::builder().min_threads(2).build()?;
+//! let listener = TcpListener::bind("127.0.0.1:0")?;
+//! let addr = listener.local_addr()?;
+//! sched.spawn(move || {
+//!     let (mut s, _) = listener.accept().unwrap();
+//!     let mut buf = [0u8; 5];
+//!     s.read_exact(&mut buf).unwrap();
+//!     s.write_all(&buf).unwrap();
+//! });
+//! let echoed = sched.block_on(move || {
+//!     let mut c = TcpStream::connect(addr).unwrap();
+//!     c.write_all(b"hello").unwrap();
+//!     let mut buf = [0u8; 5];
+//!     c.read_exact(&mut buf).unwrap();
+//!     buf
+//! });
+//! assert_eq!(&echoed, b"hello");
+//! sched.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Every socket is non-blocking at the OS level and close-on-exec; the
+//! waiting is gofer's (see `ARCHITECTURE.md`, "The IO manager"). A socket is
+//! registered with the reactor of the scheduler of the first task that has
+//! to wait on it, once, and tasks of any scheduler may then wait on it.
+//!
+//! # Caveats
+//!
+//! - Name resolution (`ToSocketAddrs` with a host name) calls the blocking
+//!   `getaddrinfo`: inside a task it holds the thread for as long as the
+//!   lookup takes, like any blocking call, and the Dispatcher moves the
+//!   other tasks away if that is long. Pass `SocketAddr`s to avoid it.
+//! - A blocking call on anything that is not a gofer socket (a `std::net`
+//!   socket, a file, a pipe read with `std::io`) still blocks the thread;
+//!   use [`gofer::io::wait_readable`](crate::io::wait_readable) for other
+//!   descriptors.
+
+mod tcp;
+mod udp;
+pub mod unix;
+
+pub use tcp::{Incoming, TcpListener, TcpStream};
+pub use udp::UdpSocket;
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// Runs `f` on each address `addr` resolves to, until one succeeds;
+/// otherwise returns the last error (`InvalidInput` if there was no
+/// address), as std does.
+fn each_addr<A: ToSocketAddrs, T>(
+    addr: A,
+    mut f: impl FnMut(&SocketAddr) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut last = None;
+    for a in addr.to_socket_addrs()? {
+        match f(&a) {
+            Ok(v) => return Ok(v),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "could not resolve to any addresses",
+        )
+    }))
+}
+
+/// The descriptor conversions and `Debug` every socket type has, by way of
+/// its std counterpart.
+macro_rules! socket_impls {
+    ($t:ty, $std:ty, $name:literal) => {
+        impl std::os::fd::AsFd for $t {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                self.inner.get_ref().as_fd()
+            }
+        }
+
+        impl std::os::fd::AsRawFd for $t {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                self.inner.get_ref().as_raw_fd()
+            }
+        }
+
+        impl std::os::fd::FromRawFd for $t {
+            /// Takes ownership of `fd`, a socket of this kind.
+            ///
+            /// # Panics
+            /// If the descriptor cannot be switched to non-blocking mode
+            /// (it is not an open descriptor).
+            unsafe fn from_raw_fd(fd: std::os::fd::RawFd) -> Self {
+                // SAFETY: the caller hands over an owned, open socket.
+                let s = unsafe { <$std as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+                <$t>::from(s)
+            }
+        }
+
+        impl std::os::fd::IntoRawFd for $t {
+            fn into_raw_fd(self) -> std::os::fd::RawFd {
+                std::os::fd::IntoRawFd::into_raw_fd(self.into_std())
+            }
+        }
+
+        impl From<$std> for $t {
+            /// Wraps a std socket; see `from_std`.
+            ///
+            /// # Panics
+            /// If the descriptor cannot be switched to non-blocking mode.
+            fn from(s: $std) -> Self {
+                <$t>::from_std(s)
+                    .unwrap_or_else(|e| panic!("gofer: cannot make a socket non-blocking: {e}"))
+            }
+        }
+
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple($name).field(self.inner.get_ref()).finish()
+            }
+        }
+    };
+}
+pub(crate) use socket_impls;

@@ -1,0 +1,344 @@
+//! TCP: [`TcpListener`] and [`TcpStream`], shaped like `std::net`'s.
+
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::{self as stdnet, Shutdown, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::io::source::Source;
+use crate::runtime::io::Interest;
+
+use super::each_addr;
+
+/// The backlog asked of `listen`: the kernel caps it at
+/// `net.core.somaxconn` (4096 by default), so a server accepting thousands
+/// of connections at once keeps them queued rather than refused.
+const BACKLOG: i32 = i32::MAX;
+
+/// A TCP socket server, listening for connections.
+///
+/// Like [`std::net::TcpListener`], but [`accept`](Self::accept) inside a
+/// task parks the task until a connection arrives (its thread runs other
+/// tasks meanwhile); on a plain thread it blocks the thread. Several tasks
+/// may accept on one listener, or on [clones](Self::try_clone) of it: every
+/// connection is accepted exactly once.
+///
+/// ```no_run
+/// use std::io::{Read, Write};
+/// let sched = gofer::Scheduler::builder().min_threads(2).build()?;
+/// let listener = gofer::net::TcpListener::bind("127.0.0.1:8080")?;
+/// sched.block_on(move || {
+///     for stream in listener.incoming() {
+///         let mut stream = stream.expect("accepted");
+///         gofer::go!(move || {
+///             let mut buf = [0u8; 1024];
+///             while let Ok(n @ 1..) = stream.read(&mut buf) {
+///                 if stream.write_all(&buf[..n]).is_err() {
+///                     break;
+///                 }
+///             }
+///         });
+///     }
+/// });
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct TcpListener {
+    inner: Source<stdnet::TcpListener>,
+}
+
+impl TcpListener {
+    /// Creates a listener bound to `addr` (the first of its addresses that
+    /// works), with `SO_REUSEADDR`, close-on-exec, and a backlog of
+    /// `net.core.somaxconn`.
+    pub fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
+        each_addr(addr, |a| {
+            let s = Socket::new(
+                Domain::for_address(*a),
+                Type::STREAM.cloexec(),
+                Some(Protocol::TCP),
+            )?;
+            s.set_reuse_address(true)?;
+            s.bind(&(*a).into())?;
+            s.listen(BACKLOG)?;
+            TcpListener::from_std(s.into())
+        })
+    }
+
+    /// Accepts a connection; parks the task (or blocks the thread) until one
+    /// arrives.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let (s, a) = self
+            .inner
+            .io_timeout(Interest::Read, None, |l| l.accept())?;
+        Ok((TcpStream::from_std(s)?, a))
+    }
+
+    /// An iterator over incoming connections; it never ends (`None` is
+    /// never returned).
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+
+    /// The local address the listener is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get_ref().local_addr()
+    }
+
+    /// A new handle to the same listener (a duplicated descriptor). Tasks
+    /// may accept on both; each connection goes to one of them.
+    pub fn try_clone(&self) -> io::Result<TcpListener> {
+        TcpListener::from_std(self.inner.get_ref().try_clone()?)
+    }
+
+    /// Sets `IP_TTL`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.get_ref().set_ttl(ttl)
+    }
+
+    /// Reads `IP_TTL`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.get_ref().ttl()
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.get_ref().take_error()
+    }
+
+    /// With `true`, `accept` returns `WouldBlock` instead of waiting, as on a
+    /// non-blocking std socket.
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        self.inner.set_nonblocking(nonblocking);
+        Ok(())
+    }
+
+    /// Wraps a std listener (it is switched to non-blocking mode at the OS
+    /// level; waiting is done by gofer).
+    pub fn from_std(l: stdnet::TcpListener) -> io::Result<TcpListener> {
+        Ok(TcpListener {
+            inner: Source::new(l)?,
+        })
+    }
+
+    /// The std listener, in non-blocking mode (use
+    /// `set_nonblocking(false)` on it for std's blocking behaviour).
+    pub fn into_std(self) -> stdnet::TcpListener {
+        self.inner.into_inner()
+    }
+}
+
+/// The iterator of [`TcpListener::incoming`].
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    listener: &'a TcpListener,
+}
+
+impl Iterator for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+    fn next(&mut self) -> Option<io::Result<TcpStream>> {
+        Some(self.listener.accept().map(|(s, _)| s))
+    }
+}
+
+/// A TCP connection.
+///
+/// Like [`std::net::TcpStream`]: `Read` and `Write` for `TcpStream` and
+/// `&TcpStream` (so a reader task and a writer task can share one
+/// connection). Inside a task a read or write that cannot proceed parks the
+/// task; on a plain thread it blocks the thread. A read (write) that waits
+/// longer than the [read timeout](Self::set_read_timeout) fails with
+/// [`io::ErrorKind::TimedOut`].
+pub struct TcpStream {
+    inner: Source<stdnet::TcpStream>,
+}
+
+impl TcpStream {
+    /// Connects to `addr` (each of its addresses in turn, until one works):
+    /// a non-blocking connect, then a wait until the socket is writable.
+    pub fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
+        each_addr(addr, |a| TcpStream::connect_inner(a, None))
+    }
+
+    /// Connects to one address, giving up after `timeout` with
+    /// [`io::ErrorKind::TimedOut`].
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        if timeout.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot set a 0 duration timeout",
+            ));
+        }
+        TcpStream::connect_inner(addr, Some(timeout))
+    }
+
+    fn connect_inner(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
+        let s = Socket::new(
+            Domain::for_address(*addr),
+            Type::STREAM.cloexec().nonblocking(),
+            Some(Protocol::TCP),
+        )?;
+        match s.connect(&(*addr).into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        let stream = TcpStream::from_std(s.into())?;
+        // Writable means the connect finished, well or badly: SO_ERROR says.
+        stream.inner.wait(Interest::Write, timeout)?;
+        if let Some(e) = stream.inner.get_ref().take_error()? {
+            return Err(e);
+        }
+        // A socket that is writable but not connected (a refused connect
+        // that left no error behind) reports it here.
+        stream.inner.get_ref().peer_addr()?;
+        Ok(stream)
+    }
+
+    /// Sets the read timeout: a read that waits longer fails with
+    /// `TimedOut`. `None` waits without limit; a zero duration is refused
+    /// (`InvalidInput`), as std does.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.inner.set_timeout(Interest::Read, t)
+    }
+
+    /// Sets the write timeout (see [`set_read_timeout`](Self::set_read_timeout)).
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.inner.set_timeout(Interest::Write, t)
+    }
+
+    /// The read timeout.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Read))
+    }
+
+    /// The write timeout.
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Write))
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get_ref().peer_addr()
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.get_ref().local_addr()
+    }
+
+    /// Shuts down the read, write, or both halves. A task parked reading
+    /// this connection (on a clone of it, say) wakes and sees the end of the
+    /// stream.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.inner.get_ref().shutdown(how)
+    }
+
+    /// A new handle to the same connection (a duplicated descriptor).
+    pub fn try_clone(&self) -> io::Result<TcpStream> {
+        TcpStream::from_std(self.inner.get_ref().try_clone()?)
+    }
+
+    /// Sets `TCP_NODELAY`.
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.inner.get_ref().set_nodelay(nodelay)
+    }
+
+    /// Reads `TCP_NODELAY`.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.inner.get_ref().nodelay()
+    }
+
+    /// Sets `IP_TTL`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.get_ref().set_ttl(ttl)
+    }
+
+    /// Reads `IP_TTL`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.get_ref().ttl()
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.get_ref().take_error()
+    }
+
+    /// Receives data without removing it from the queue.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.io(Interest::Read, |s| s.peek(buf))
+    }
+
+    /// With `true`, reads and writes return `WouldBlock` instead of
+    /// waiting, as on a non-blocking std socket.
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        self.inner.set_nonblocking(nonblocking);
+        Ok(())
+    }
+
+    /// Wraps a std stream (switched to non-blocking mode at the OS level;
+    /// waiting is done by gofer).
+    pub fn from_std(s: stdnet::TcpStream) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            inner: Source::new(s)?,
+        })
+    }
+
+    /// The std stream, in non-blocking mode (use `set_nonblocking(false)`
+    /// on it for std's blocking behaviour).
+    pub fn into_std(self) -> stdnet::TcpStream {
+        self.inner.into_inner()
+    }
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.io(Interest::Read, |mut s| s.read(buf))
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.inner.io(Interest::Read, |mut s| s.read_vectored(bufs))
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.io(Interest::Write, |mut s| s.write(buf))
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.inner
+            .io(Interest::Write, |mut s| s.write_vectored(bufs))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        (&*self).read_vectored(bufs)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+super::socket_impls!(TcpListener, stdnet::TcpListener, "TcpListener");
+super::socket_impls!(TcpStream, stdnet::TcpStream, "TcpStream");

@@ -1,0 +1,14 @@
+//! The IO manager: an epoll reactor per scheduler, on which tasks that wait
+//! for a socket park while their thread runs other tasks.
+//!
+//! - `epoll.rs`: the OS layer (epoll, the eventfd that interrupts a wait);
+//! - `readiness.rs`: one socket's readiness word and its waiting tasks;
+//! - `reactor.rs`: who polls, how events become wake-ups, and the
+//!   registration lifecycle.
+
+pub(crate) mod epoll;
+pub(crate) mod reactor;
+pub(crate) mod readiness;
+
+pub(crate) use reactor::{poll_fd, Poller, Reactor, Registration, BUSY_POLL};
+pub(crate) use readiness::Interest;

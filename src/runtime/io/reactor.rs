@@ -1,0 +1,279 @@
+//! The reactor of one scheduler: who waits on epoll, and how readiness
+//! becomes wake-ups.
+//!
+//! # Who polls
+//!
+//! No thread of its own. A Processer about to sleep with nothing to run
+//! takes the *poller role* (one at a time: a `try_lock`) and sleeps in
+//! `epoll_pwait2` instead of its futex, with its next timer's deadline as
+//! the timeout; the other idle Processers sleep on their futex as before.
+//! When the wait returns, the poller hands the events to the sockets'
+//! states (a few atomic operations each) and gives the role up. The tasks
+//! the events woke go to the poller's own runnable queue, in one batch (no
+//! remote push per task), and one sleeping Processer is woken to steal if
+//! there are several (the wake chain of `idle.rs` does the rest).
+//!
+//! Busy Processers poll without waiting when nobody has polled for
+//! [`BUSY_POLL`] (looked at every 61st pick, with the new-queue check), so
+//! readiness is not left waiting while every Processer has work; the
+//! Dispatcher does the same once per cycle, which covers Processers that
+//! are all blocked. A blocked Processer never holds the poller role (it is
+//! held only inside a poll, never while a task runs), so it can never strand
+//! readiness; the tasks it woke sit in its queue, which the Dispatcher
+//! rescues like any other.
+//!
+//! To the Dispatcher a Processer in `epoll_pwait2` looks like any sleeper:
+//! `sleeping` set, no task switched in. Waking it writes the eventfd as
+//! well as unparking its thread (`Shared::wake_proc`):
+//!
+//! ```text
+//!  poller P                                waker W
+//!  1. sleeping = true (SeqCst)             1. CAS P.sleeping true -> false
+//!  2. in_poll = true (SeqCst)                 (SeqCst), unpark P's thread
+//!  3. if !sleeping: poll without waiting   2. if P.in_poll (SeqCst): write
+//!     else epoll_pwait2                       the eventfd
+//! ```
+//!
+//! If W reads `in_poll` false, its CAS came before P's step 2, so P's step
+//! 3 sees `sleeping` cleared and does not wait; otherwise W writes the
+//! eventfd, which ends (or pre-empts) the wait. A stale unpark left on the
+//! thread only makes a later futex sleep return early.
+//!
+//! # Registration lifecycle
+//!
+//! A socket is registered the first time a task has to wait on it, once,
+//! for both directions, edge triggered; the epoll token is the address of
+//! its [`IoState`]. When the socket is dropped it is removed from epoll
+//! (before its descriptor closes), and its `IoState` is *retired*: kept
+//! alive until the end of the next poll's event handling, because an event
+//! already fetched by a wait in progress may still name it. A poll that
+//! starts after the removal cannot return the socket's events, and retired
+//! states are freed only at the end of a poll, under the poller role:
+//!
+//! ```text
+//!  socket S dropped (any thread)          poller
+//!  1. epoll_ctl(DEL, fd)                  1. take the role; epoll_pwait2
+//!  2. push S's state on `retired`         2. deliver each event to its state
+//!  3. close fd (the number may be reused) 3. free `retired`, give up the role
+//! ```
+//!
+//! An event fetched before step 1 is delivered to S's own state, which is
+//! alive until the poller's step 3 at the earliest, and wakes only S's
+//! waiters: a later owner of the same fd number has a state of its own and
+//! a token of its own, so a stale event never wakes it.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::epoll::{Epoll, Events, WAKE_TOKEN};
+use super::readiness::{from_epoll, Interest, IoState, ReadyEvent, TimedOut};
+use crate::runtime::context;
+use crate::runtime::task::Runnable;
+
+/// Events fetched per wait.
+const EVENTS: usize = 1024;
+
+/// A busy Processer polls (without waiting) when nobody has for this long.
+pub(crate) const BUSY_POLL: Duration = Duration::from_micros(200);
+
+/// The reactor of one scheduler.
+pub(crate) struct Reactor {
+    epoll: Epoll,
+    /// The poller role: held by whoever polls epoll.
+    poller: Mutex<Events>,
+    /// States of deregistered sockets, freed at the end of the next poll.
+    retired: Mutex<Vec<Arc<IoState>>>,
+    /// Sockets registered now.
+    registered: AtomicUsize,
+    /// When a poll last ended, in nanoseconds since `epoch`.
+    last_poll: AtomicU64,
+    epoch: Instant,
+}
+
+impl Reactor {
+    pub(crate) fn new() -> io::Result<Reactor> {
+        Ok(Reactor {
+            epoll: Epoll::new()?,
+            poller: Mutex::new(Events::with_capacity(EVENTS)),
+            retired: Mutex::new(Vec::new()),
+            registered: AtomicUsize::new(0),
+            last_poll: AtomicU64::new(0),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// Whether any socket is registered (otherwise there is nothing to poll
+    /// for).
+    pub(crate) fn has_sources(&self) -> bool {
+        self.registered.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether nobody has polled for `d`.
+    pub(crate) fn polled_before(&self, d: Duration) -> bool {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        now.saturating_sub(self.last_poll.load(Ordering::Relaxed)) >= d.as_nanos() as u64
+    }
+
+    /// Takes the poller role, if nobody holds it.
+    pub(crate) fn try_poll(&self) -> Option<Poller<'_>> {
+        Some(Poller {
+            reactor: self,
+            events: self.poller.try_lock()?,
+        })
+    }
+
+    /// Ends a wait in progress (or makes the next one return at once).
+    pub(crate) fn wake(&self) {
+        self.epoll.wake();
+    }
+
+    fn register(self: &Arc<Self>, fd: RawFd) -> io::Result<Registration> {
+        let state = Arc::new(IoState::new());
+        self.epoll.add(fd, Arc::as_ptr(&state) as u64)?;
+        self.registered.fetch_add(1, Ordering::Relaxed);
+        Ok(Registration {
+            state,
+            reactor: Arc::downgrade(self),
+            fd,
+        })
+    }
+}
+
+/// The poller role, held; dropping it frees the retired states and gives
+/// the role up.
+pub(crate) struct Poller<'a> {
+    reactor: &'a Reactor,
+    events: MutexGuard<'a, Events>,
+}
+
+impl Poller<'_> {
+    /// Waits up to `timeout` (`None`: without limit; zero: not at all) and
+    /// delivers the events; the tasks they wake are pushed on `woken`.
+    /// Returns how many socket events were delivered.
+    pub(crate) fn poll(&mut self, timeout: Option<Duration>, woken: &mut Vec<Runnable>) -> usize {
+        let r = self.reactor;
+        let n = r.epoll.wait(&mut self.events, timeout).unwrap_or(0);
+        r.last_poll
+            .store(r.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if n == 0 {
+            return 0;
+        }
+        let mut delivered = 0;
+        for (token, bits) in self.events.iter() {
+            if token == WAKE_TOKEN {
+                r.epoll.drain_wake();
+                continue;
+            }
+            // SAFETY: the token is the address of a registered IoState,
+            // which stays alive until the end of a poll that started after
+            // it was deregistered (module docs): this poll is not one.
+            let state = unsafe { &*(token as *const IoState) };
+            state.deliver(from_epoll(bits), woken);
+            delivered += 1;
+        }
+        delivered
+    }
+}
+
+impl Drop for Poller<'_> {
+    fn drop(&mut self) {
+        // Every event fetched under this role has been delivered: states
+        // deregistered before now can go (module docs).
+        let retired = std::mem::take(&mut *self.reactor.retired.lock());
+        drop(retired);
+    }
+}
+
+/// A socket's registration with a reactor; dropping it deregisters.
+pub(crate) struct Registration {
+    state: Arc<IoState>,
+    reactor: Weak<Reactor>,
+    fd: RawFd,
+}
+
+impl Registration {
+    /// Registers `fd` with the reactor of the running task's scheduler, or
+    /// returns `None` outside a task.
+    pub(crate) fn for_current_task(fd: RawFd) -> io::Result<Option<Registration>> {
+        let Some(sched) = context::current_scheduler() else {
+            return Ok(None);
+        };
+        sched.reactor()?.register(fd).map(Some)
+    }
+
+    /// The readiness of `interest` now (see `readiness.rs`).
+    pub(crate) fn readiness(&self, interest: Interest) -> ReadyEvent {
+        self.state.readiness(interest)
+    }
+
+    /// After `EAGAIN`: clears what `ev` saw, unless an event came since.
+    pub(crate) fn clear(&self, ev: ReadyEvent) {
+        self.state.clear(ev)
+    }
+
+    /// Waits until `interest` is ready, or until `deadline`
+    /// (`ErrorKind::TimedOut`): parks the task through the reactor, or, on a
+    /// plain thread (or once the reactor is gone), waits in `poll(2)`.
+    pub(crate) fn wait(&self, interest: Interest, deadline: Option<Instant>) -> io::Result<()> {
+        match context::current_task() {
+            Some(task) if self.reactor.strong_count() > 0 => self
+                .state
+                .wait(&task, interest, deadline)
+                .map_err(|TimedOut| io::ErrorKind::TimedOut.into()),
+            _ => poll_fd(self.fd, interest, deadline),
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(r) = self.reactor.upgrade() {
+            let _ = r.epoll.delete(self.fd);
+            r.registered.fetch_sub(1, Ordering::Relaxed);
+            r.retired.lock().push(self.state.clone());
+        }
+    }
+}
+
+/// Blocks the thread in `poll(2)` until `fd` serves `interest` (or is
+/// closed, or failed), or until `deadline` (`ErrorKind::TimedOut`).
+pub(crate) fn poll_fd(fd: RawFd, interest: Interest, deadline: Option<Instant>) -> io::Result<()> {
+    let events = match interest {
+        Interest::Read => libc::POLLIN | libc::POLLRDHUP,
+        Interest::Write => libc::POLLOUT,
+    };
+    loop {
+        let ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int
+            }
+        };
+        let mut p = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call's duration.
+        let r = unsafe { libc::poll(&mut p, 1, ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r > 0 {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! One registered socket's readiness and the tasks waiting on it (Go's
+//! `pollDesc`, tokio's `ScheduledIo`).
+//!
+//! # The readiness word (`IoState::readiness`)
+//!
+//! ```text
+//!   bits 31..16   tick: +1 at every event the reactor delivers
+//!   bits  4..0    READABLE, WRITABLE, READ_CLOSED, WRITE_CLOSED, ERROR
+//! ```
+//!
+//! The reactor ORs in what an event reports and bumps the tick. A task that
+//! tried its syscall and got `EAGAIN` clears the bits of its direction, but
+//! only if the tick is still the one it read *before* the syscall: an event
+//! that arrived in between moved the tick, the bits stay, and the task tries
+//! again instead of waiting for an edge that already came. Sockets are
+//! registered edge triggered, so no later event would repeat it.
+//!
+//! # Waiting (both sides of the race)
+//!
+//! ```text
+//!  task T (wants to read)                   reactor R (an event arrives)
+//!  1. read readiness (tick t): not ready    1. readiness |= bits, tick += 1
+//!  2. lock the waiters                      2. lock the waiters
+//!  3. re-read readiness: still not ready    3. unlink every waiter the bits
+//!  4. link a node (on T's stack), unlock       serve, mark it notified, unpark
+//!  5. park; after each wake-up, lock and       its task; unlock
+//!     check `notified`
+//! ```
+//!
+//! R publishes readiness before it takes the lock, and T re-reads it after
+//! taking the lock. If T locks first, R finds T's node when it locks; if R
+//! locks first, its readiness store happened before T's re-read, which then
+//! sees it. Either way T does not sleep through the event. A node is linked
+//! exactly while it is not notified, and both change under the lock; the
+//! waiter leaves only after it saw `notified` or unlinked itself under the
+//! lock (deadline passed, or unwinding), so R never touches a node that is
+//! gone, and the task header R unparks through is alive while its node is
+//! linked.
+//!
+//! Several tasks may wait on one socket (a reader and a writer, or several
+//! readers sharing it): an event wakes every waiter whose direction it
+//! serves. The ones that find nothing to do (another reader took the data)
+//! get `EAGAIN`, clear the readiness and wait again.
+
+use std::cell::Cell;
+use std::marker::PhantomPinned;
+use std::pin::{pin, Pin};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use super::epoll;
+use crate::runtime::task::{self, Runnable, TaskHeader};
+use crate::runtime::timer::park_until;
+
+pub(crate) const READABLE: u32 = 1;
+pub(crate) const WRITABLE: u32 = 2;
+pub(crate) const READ_CLOSED: u32 = 4;
+pub(crate) const WRITE_CLOSED: u32 = 8;
+pub(crate) const ERROR: u32 = 16;
+const READY_MASK: u32 = 0xffff;
+const TICK_ONE: u32 = 1 << 16;
+
+/// Which way a task waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Interest {
+    /// Readable, or the read side closed, or an error.
+    Read,
+    /// Writable, or the write side closed, or an error.
+    Write,
+}
+
+impl Interest {
+    /// The readiness bits that end a wait of this interest.
+    pub(crate) fn mask(self) -> u32 {
+        match self {
+            Interest::Read => READABLE | READ_CLOSED | ERROR,
+            Interest::Write => WRITABLE | WRITE_CLOSED | ERROR,
+        }
+    }
+}
+
+/// A snapshot of the readiness of one interest, to clear it later.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadyEvent {
+    tick: u32,
+    ready: u32,
+}
+
+impl ReadyEvent {
+    /// Whether anything of the interest is ready.
+    pub(crate) fn is_ready(self) -> bool {
+        self.ready != 0
+    }
+}
+
+/// Readiness bits from an epoll event's bits.
+pub(crate) fn from_epoll(ev: u32) -> u32 {
+    let mut r = 0;
+    if ev & epoll::IN != 0 {
+        r |= READABLE;
+    }
+    if ev & epoll::OUT != 0 {
+        r |= WRITABLE;
+    }
+    if ev & epoll::RDHUP != 0 {
+        r |= READABLE | READ_CLOSED;
+    }
+    if ev & epoll::HUP != 0 {
+        r |= READABLE | READ_CLOSED | WRITABLE | WRITE_CLOSED;
+    }
+    if ev & epoll::ERR != 0 {
+        r |= READABLE | WRITABLE | ERROR;
+    }
+    r
+}
+
+/// A parked task: a node of the intrusive waiter list, on its own stack.
+struct Waiter {
+    /// The waiting task; alive while the node is linked (module docs).
+    task: *const TaskHeader,
+    /// The readiness bits that serve it.
+    mask: u32,
+    /// Set, and the node unlinked, by the reactor. Under the lock.
+    notified: Cell<bool>,
+    prev: Cell<Option<NonNull<Waiter>>>,
+    next: Cell<Option<NonNull<Waiter>>>,
+    _pin: PhantomPinned,
+}
+
+#[derive(Default)]
+struct WaitList {
+    head: Option<NonNull<Waiter>>,
+    tail: Option<NonNull<Waiter>>,
+}
+
+// SAFETY: the raw pointers name nodes that stay valid while linked (module
+// docs) and are only dereferenced under the list's mutex.
+unsafe impl Send for WaitList {}
+
+impl WaitList {
+    /// # Safety
+    /// `node` is pinned, not linked, and stays valid until it is unlinked.
+    unsafe fn push(&mut self, node: NonNull<Waiter>) {
+        // SAFETY: per the contract, and the tail (if any) is a linked node.
+        unsafe {
+            node.as_ref().prev.set(self.tail);
+            node.as_ref().next.set(None);
+            match self.tail {
+                Some(t) => t.as_ref().next.set(Some(node)),
+                None => self.head = Some(node),
+            }
+        }
+        self.tail = Some(node);
+    }
+
+    /// # Safety
+    /// `node` is linked in this list.
+    unsafe fn unlink(&mut self, node: NonNull<Waiter>) {
+        // SAFETY: linked nodes and their neighbours are valid.
+        unsafe {
+            let (prev, next) = (node.as_ref().prev.get(), node.as_ref().next.get());
+            match prev {
+                Some(p) => p.as_ref().next.set(next),
+                None => self.head = next,
+            }
+            match next {
+                Some(n) => n.as_ref().prev.set(prev),
+                None => self.tail = prev,
+            }
+            node.as_ref().prev.set(None);
+            node.as_ref().next.set(None);
+        }
+    }
+}
+
+/// Why a wait gave up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TimedOut;
+
+/// The readiness state of one registered socket.
+pub(crate) struct IoState {
+    readiness: AtomicU32,
+    waiters: Mutex<WaitList>,
+}
+
+impl IoState {
+    /// A fresh state. It starts not ready: it is registered only after a
+    /// syscall returned `EAGAIN`, and epoll reports the socket's current
+    /// state once added, so nothing is missed.
+    pub(crate) fn new() -> IoState {
+        IoState {
+            readiness: AtomicU32::new(0),
+            waiters: Mutex::new(WaitList::default()),
+        }
+    }
+
+    /// The readiness of `interest` now.
+    pub(crate) fn readiness(&self, interest: Interest) -> ReadyEvent {
+        // Acquire: pairs with the reactor's AcqRel update, so a task that
+        // sees the bits also sees what the event was about.
+        let r = self.readiness.load(Ordering::Acquire);
+        ReadyEvent {
+            tick: r >> 16,
+            ready: r & interest.mask(),
+        }
+    }
+
+    /// After `EAGAIN`: clears what `ev` saw, unless an event came since.
+    pub(crate) fn clear(&self, ev: ReadyEvent) {
+        let mut cur = self.readiness.load(Ordering::Acquire);
+        loop {
+            if cur >> 16 != ev.tick {
+                return; // an event came in between: try again
+            }
+            let new = cur & !ev.ready;
+            match self.readiness.compare_exchange_weak(
+                cur,
+                new,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Reactor side: records `bits` and wakes every waiter they serve; the
+    /// tasks whose park this ends are pushed on `woken`.
+    pub(crate) fn deliver(&self, bits: u32, woken: &mut Vec<Runnable>) {
+        let mut cur = self.readiness.load(Ordering::Relaxed);
+        loop {
+            let new = ((cur & !READY_MASK).wrapping_add(TICK_ONE)) | (cur & READY_MASK) | bits;
+            // AcqRel: Release publishes the event to tasks that read the
+            // word; Acquire orders us after a task's clear.
+            match self.readiness.compare_exchange_weak(
+                cur,
+                new,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        let mut list = self.waiters.lock();
+        let mut at = list.head;
+        while let Some(node) = at {
+            // SAFETY: linked nodes are valid while we hold the lock.
+            let w = unsafe { node.as_ref() };
+            at = w.next.get();
+            if w.mask & bits != 0 {
+                // SAFETY: the node is linked in this list.
+                unsafe { list.unlink(node) };
+                w.notified.set(true);
+                // SAFETY: the node was linked until now, under the lock we
+                // hold, so its task is parked in `wait` or on its way there,
+                // and its header is alive.
+                if let Some(r) = unsafe { task::unpark_raw(w.task) } {
+                    woken.push(r);
+                }
+            }
+        }
+    }
+
+    /// Task side: parks the running task `task` until the readiness serves
+    /// `interest`, or until `deadline`. May return `Ok` spuriously (callers
+    /// retry their syscall).
+    pub(crate) fn wait(
+        &self,
+        task: &Arc<TaskHeader>,
+        interest: Interest,
+        deadline: Option<Instant>,
+    ) -> Result<(), TimedOut> {
+        let node = pin!(Waiter {
+            task: Arc::as_ptr(task),
+            mask: interest.mask(),
+            notified: Cell::new(false),
+            prev: Cell::new(None),
+            next: Cell::new(None),
+            _pin: PhantomPinned,
+        });
+        let node: Pin<&Waiter> = node.as_ref();
+        let ptr = NonNull::from(&*node);
+        {
+            let mut list = self.waiters.lock();
+            if self.readiness(interest).is_ready() {
+                return Ok(());
+            }
+            // SAFETY: pinned in this frame and not linked; the guard below
+            // unlinks it on every way out where the reactor did not.
+            unsafe { list.push(ptr) };
+        }
+        let guard = Enrolled {
+            state: self,
+            node: ptr,
+        };
+        loop {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                drop(guard); // unlinks the node unless the reactor did
+                return if node.notified.get() {
+                    Ok(())
+                } else {
+                    Err(TimedOut)
+                };
+            }
+            park_until(task, deadline);
+            let notified = {
+                let _list = self.waiters.lock();
+                node.notified.get()
+            };
+            if notified {
+                std::mem::forget(guard);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Unlinks a node the reactor has not reached (deadline passed, or the
+/// wait unwinds).
+struct Enrolled<'a> {
+    state: &'a IoState,
+    node: NonNull<Waiter>,
+}
+
+impl Drop for Enrolled<'_> {
+    fn drop(&mut self) {
+        let mut list = self.state.waiters.lock();
+        // SAFETY: the node lives in the frame that owns this guard.
+        if !unsafe { self.node.as_ref() }.notified.get() {
+            // SAFETY: not notified, so linked in this list (under the lock).
+            unsafe { list.unlink(self.node) };
+        }
+    }
+}
