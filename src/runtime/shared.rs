@@ -5,9 +5,8 @@
 //!
 //! 1. `build()` validates the configuration and starts `min_threads` core
 //!    Processer threads (and the Dispatcher thread when there is something
-//!    to watch). The timer thread starts on first use. A thread the OS
-//!    refuses to start makes `build()` stop and join the threads it started
-//!    and return `ConfigError::ThreadStart`.
+//!    to watch). A thread the OS refuses to start makes `build()` stop and
+//!    join the threads it started and return `ConfigError::ThreadStart`.
 //! 2. Tasks are admitted by `spawn`: `alive += 1` before the task is
 //!    queued, `alive -= 1` when it finishes.
 //! 3. `shutdown` sets `closing` (spawns from outside the scheduler are now

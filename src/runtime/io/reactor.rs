@@ -236,6 +236,10 @@ impl Drop for Registration {
             let _ = r.epoll.delete(self.fd);
             r.registered.fetch_sub(1, Ordering::Relaxed);
             r.retired.lock().push(self.state.clone());
+            // Nobody polling (the role is free): no event fetched before the
+            // removal can be pending delivery, so retired states can go now
+            // rather than at the next poll, which may be long in coming.
+            drop(r.try_poll());
         }
     }
 }
