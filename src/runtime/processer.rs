@@ -191,6 +191,11 @@ impl ProcLocal {
         local.or_else(|| self.pull_remote())
     }
 
+    /// A task from this Processer's local queues only.
+    fn next_local(&self) -> Option<Runnable> {
+        self.runnable.pop().or_else(|| self.pop_pinned())
+    }
+
     fn pop_pinned(&self) -> Option<Runnable> {
         self.pinned_local.borrow_mut().pop_front()
     }
@@ -577,6 +582,13 @@ impl ProcLocal {
         for round in 0..SPIN_ROUNDS {
             if let Some(t) = self.steal(STEAL_VICTIMS).or_else(|| self.pull_remote()) {
                 return Some(t);
+            }
+            // Our own timers come due while we search (a round that yields
+            // the CPU may take a while on a loaded machine).
+            if self.fire_timers() {
+                if let Some(t) = self.next_local() {
+                    return Some(t);
+                }
             }
             if round < SPIN_ROUNDS / 2 {
                 std::hint::spin_loop();
