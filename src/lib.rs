@@ -70,6 +70,7 @@
 pub mod chan;
 mod coroutine; // stacks and the switch; knows nothing of tasks
 mod error; // the error types every layer reports
+pub mod hooks; // with the `hooks` feature: blocking libc calls park the task
 pub mod io; // waiting for any descriptor through the reactor
 pub mod net; // sockets shaped like std::net
 mod runtime; // Scheduler, Processers, Dispatcher, task header, timers

@@ -1,9 +1,12 @@
 //! The Dispatcher rescues tasks queued behind a Processer whose running task
 //! blocks the thread, grows threads up to the cap, and shrinks them again.
 //!
-//! Blocking here is real (`std::thread::sleep`, a busy loop); every bound on
+//! Blocking here is real (a `nanosleep` system call, which the `hooks`
+//! feature does not turn into a task sleep, and a busy loop); every bound on
 //! time is generous: the assertion is "long before the block ends", not a
 //! latency figure (that is measured in `benches/blocking.rs`).
+
+mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -41,7 +44,7 @@ fn tasks_queued_behind_a_kernel_blocked_task_start_elsewhere() {
         let tx = tx.clone();
         sched.spawn(move || {
             tx.send(("blocker", started())).unwrap();
-            std::thread::sleep(block);
+            common::block_thread_in_kernel(block);
             Instant::now()
         })
     };
@@ -100,7 +103,7 @@ fn children_of_a_task_that_then_blocks_all_run_before_it_wakes() {
                     })
                 })
                 .collect();
-            std::thread::sleep(block);
+            common::block_thread_in_kernel(block);
             let seen = ran2.load(Ordering::SeqCst);
             for k in kids {
                 k.join().unwrap();
@@ -136,14 +139,14 @@ fn thread_count_never_exceeds_max_threads_under_many_blockers() {
                 peak.fetch_max(s.threads, Ordering::SeqCst);
                 let live = s.processers.iter().filter(|p| p.kind != "caller").count();
                 peak.fetch_max(live, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_micros(200));
+                common::block_thread_in_kernel(Duration::from_micros(200));
             }
         })
     };
     let handles: Vec<_> = (0..10)
         .map(|i| {
             sched.spawn(move || {
-                std::thread::sleep(Duration::from_millis(150));
+                common::block_thread_in_kernel(Duration::from_millis(150));
                 i
             })
         })
@@ -174,7 +177,7 @@ fn extra_threads_retire_after_blockers_finish() {
         .build()
         .unwrap();
     let handles: Vec<_> = (0..4)
-        .map(|_| sched.spawn(|| std::thread::sleep(Duration::from_millis(200))))
+        .map(|_| sched.spawn(|| common::block_thread_in_kernel(Duration::from_millis(200))))
         .collect();
     for h in handles {
         h.join().unwrap();
@@ -196,7 +199,7 @@ fn extra_threads_retire_after_blockers_finish() {
             s.threads,
             s.threads_retired
         );
-        std::thread::sleep(Duration::from_millis(20));
+        common::block_thread_in_kernel(Duration::from_millis(20));
     }
     // The scheduler still works at its core size.
     assert_eq!(sched.spawn(|| 5).join().unwrap(), 5);
@@ -296,7 +299,7 @@ fn pinned_tasks_are_never_moved_off_a_blocked_processer() {
             .scheduler(&sched)
             .spawn(move || {
                 tx.send(("blocker", started())).unwrap();
-                std::thread::sleep(block);
+                common::block_thread_in_kernel(block);
             })
             .unwrap()
     };

@@ -137,6 +137,7 @@ impl SchedulerBuilder {
     pub fn build(self) -> Result<Scheduler, ConfigError> {
         let config = self.validate()?;
         crate::coroutine::overflow::install(super::context::describe_fault);
+        crate::hooks::keep();
         crate::coroutine::panic_hook::install(super::context::label_current);
         let shared = Shared::new(config);
         for started in 0..shared.config.min_threads {

@@ -195,3 +195,22 @@ pub fn live_threads_named(prefix: &str) -> Vec<String> {
     }
     out
 }
+
+/// Blocks the calling OS thread in the kernel for `d`, even inside a task
+/// and even when the `hooks` feature turns `std::thread::sleep` into a task
+/// sleep: a raw `nanosleep` system call, which no hook sees. For tests of
+/// blocking detection.
+pub fn block_thread_in_kernel(d: Duration) {
+    let ts = libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a valid timespec for the call; no remainder wanted.
+    unsafe {
+        libc::syscall(
+            libc::SYS_nanosleep,
+            &ts as *const libc::timespec,
+            std::ptr::null_mut::<libc::timespec>(),
+        )
+    };
+}

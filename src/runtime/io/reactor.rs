@@ -64,7 +64,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -140,6 +140,7 @@ impl Reactor {
             state,
             reactor: Arc::downgrade(self),
             fd,
+            gone: AtomicBool::new(false),
         })
     }
 }
@@ -194,6 +195,10 @@ pub(crate) struct Registration {
     state: Arc<IoState>,
     reactor: Weak<Reactor>,
     fd: RawFd,
+    /// Removed from epoll already ([`deregister`](Self::deregister)): the
+    /// descriptor number may belong to someone else now, so no second
+    /// removal may touch it.
+    gone: AtomicBool,
 }
 
 impl Registration {
@@ -230,8 +235,16 @@ impl Registration {
     }
 }
 
-impl Drop for Registration {
-    fn drop(&mut self) {
+impl Registration {
+    /// Removes the descriptor from epoll now, while it still names this
+    /// socket (before a `close` the registration does not own), and wakes
+    /// every task waiting on it: they see the socket closed. Idempotent; the
+    /// drop does nothing more afterwards.
+    pub(crate) fn deregister(&self) {
+        if self.gone.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.state.close();
         if let Some(r) = self.reactor.upgrade() {
             let _ = r.epoll.delete(self.fd);
             r.registered.fetch_sub(1, Ordering::Relaxed);
@@ -241,6 +254,12 @@ impl Drop for Registration {
             // rather than at the next poll, which may be long in coming.
             drop(r.try_poll());
         }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.deregister();
     }
 }
 

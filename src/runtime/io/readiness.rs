@@ -267,6 +267,19 @@ impl IoState {
         }
     }
 
+    /// The socket is being closed: wake every waiter, whatever it waits for
+    /// (each then finds the socket gone), and stay ready for ever.
+    pub(crate) fn close(&self) {
+        let mut woken = Vec::new();
+        self.deliver(
+            READABLE | WRITABLE | READ_CLOSED | WRITE_CLOSED | ERROR,
+            &mut woken,
+        );
+        for r in woken {
+            crate::runtime::context::schedule(r);
+        }
+    }
+
     /// Task side: parks the running task `task` until the readiness serves
     /// `interest`, or until `deadline`. May return `Ok` spuriously (callers
     /// retry their syscall).

@@ -1,0 +1,286 @@
+//! Per-descriptor bookkeeping for the hooks (sylar's `FdCtx`): what the
+//! descriptor is, whether the program asked for non-blocking mode, whether
+//! gofer switched it to non-blocking mode, its timeouts, and its
+//! registration with a reactor.
+//!
+//! A table indexed by descriptor number, in chunks of [`CHUNK`] entries made
+//! with `mmap` when first touched (no heap allocation, so a hooked call
+//! made from inside the allocator cannot deadlock on it); descriptors above
+//! [`MAX_FD`] get no bookkeeping, and their calls pass through.
+//!
+//! # The state word (`FdCtx::state`)
+//!
+//! ```text
+//!   bits 63..32   generation: +1 at every close (or dup2 over it)
+//!   bit  4        SOCKET        it is a socket (connect, SO_*TIMEO apply)
+//!   bit  3        USER_NONBLOCK the program set O_NONBLOCK: return EAGAIN
+//!   bit  2        SYS_NONBLOCK  gofer set O_NONBLOCK to wait through epoll
+//!   bit  1        HOOKED        a socket or a pipe: calls may wait
+//!   bit  0        KNOWN         the bits above were read (fstat, F_GETFL)
+//! ```
+//!
+//! Closing a descriptor resets the low bits (the number may next name
+//! anything) and bumps the generation, so a call that waited across the
+//! close sees the generation move, fails with `EBADF`, and never retries on
+//! a number that now belongs to someone else.
+
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use libc::c_int;
+use parking_lot::Mutex;
+
+use super::real;
+use crate::runtime::io::{Interest, Registration};
+
+/// Descriptors per chunk.
+const CHUNK: usize = 4096;
+/// Chunks in the table.
+const CHUNKS: usize = 256;
+/// Descriptors with bookkeeping: `0..MAX_FD`.
+pub(crate) const MAX_FD: usize = CHUNK * CHUNKS;
+
+pub(crate) const KNOWN: u64 = 1;
+pub(crate) const HOOKED: u64 = 2;
+pub(crate) const SYS_NONBLOCK: u64 = 4;
+pub(crate) const USER_NONBLOCK: u64 = 8;
+pub(crate) const SOCKET: u64 = 16;
+const FLAGS: u64 = 0xffff_ffff;
+const GEN_ONE: u64 = 1 << 32;
+
+/// One descriptor's bookkeeping.
+pub(crate) struct FdCtx {
+    /// See the module docs.
+    state: AtomicU64,
+    /// `SO_RCVTIMEO`, in microseconds; 0 is none.
+    recv_timeout: AtomicU64,
+    /// `SO_SNDTIMEO`, in microseconds; 0 is none.
+    send_timeout: AtomicU64,
+    /// The registration with the reactor of the first task that waited.
+    reg: Mutex<Option<Arc<Registration>>>,
+}
+
+static TABLE: [AtomicPtr<FdCtx>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
+
+/// The bookkeeping of `fd`, or `None` for a descriptor out of range (or
+/// when a chunk cannot be mapped).
+pub(crate) fn get(fd: c_int) -> Option<&'static FdCtx> {
+    let fd = usize::try_from(fd).ok().filter(|&fd| fd < MAX_FD)?;
+    let slot = &TABLE[fd / CHUNK];
+    let mut chunk = slot.load(Ordering::Acquire);
+    if chunk.is_null() {
+        chunk = map_chunk()?;
+        // AcqRel: publish the initialised chunk; Acquire on failure: see the
+        // winner's.
+        if let Err(won) = slot.compare_exchange(
+            std::ptr::null_mut(),
+            chunk,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            unmap_chunk(chunk);
+            chunk = won;
+        }
+    }
+    // SAFETY: chunks are never unmapped once published, and hold CHUNK
+    // initialised entries.
+    Some(unsafe { &*chunk.add(fd % CHUNK) })
+}
+
+fn chunk_bytes() -> usize {
+    CHUNK * std::mem::size_of::<FdCtx>()
+}
+
+fn map_chunk() -> Option<*mut FdCtx> {
+    // SAFETY: a fresh anonymous mapping; checked for failure.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            chunk_bytes(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    let chunk = p.cast::<FdCtx>();
+    for i in 0..CHUNK {
+        // SAFETY: `i` is inside the mapping, which is page-aligned (so
+        // aligned for FdCtx) and not shared yet.
+        unsafe {
+            chunk.add(i).write(FdCtx {
+                state: AtomicU64::new(0),
+                recv_timeout: AtomicU64::new(0),
+                send_timeout: AtomicU64::new(0),
+                reg: Mutex::new(None),
+            })
+        };
+    }
+    Some(chunk)
+}
+
+fn unmap_chunk(chunk: *mut FdCtx) {
+    // SAFETY: a chunk we mapped and lost the race to publish: nobody else
+    // saw it, and its entries own nothing (all registrations are None).
+    unsafe { libc::munmap(chunk.cast(), chunk_bytes()) };
+}
+
+/// The generation of a state word.
+pub(crate) fn generation(state: u64) -> u64 {
+    state >> 32
+}
+
+impl FdCtx {
+    /// The state word, reading what the descriptor is on first use.
+    pub(crate) fn state(&self, fd: c_int) -> u64 {
+        let s = self.state.load(Ordering::Acquire);
+        if s & KNOWN != 0 {
+            return s;
+        }
+        let mut bits = KNOWN;
+        // SAFETY: fstat into a zeroed stat; an invalid fd fails, leaving the
+        // descriptor "known, not hooked".
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::fstat(fd, &mut st) } == 0 {
+            let fmt = st.st_mode & libc::S_IFMT;
+            if fmt == libc::S_IFSOCK {
+                bits |= HOOKED | SOCKET;
+            } else if fmt == libc::S_IFIFO {
+                bits |= HOOKED;
+            }
+        }
+        if bits & HOOKED != 0 {
+            // SAFETY: F_GETFL takes no argument.
+            let fl = unsafe { real::fcntl(fd, libc::F_GETFL, 0) };
+            if fl >= 0 && fl & libc::O_NONBLOCK != 0 {
+                bits |= USER_NONBLOCK;
+            }
+        }
+        self.set_flags(s, bits);
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// Replaces the flag bits of `expected` (if the generation still is the
+    /// one it had), keeping the generation.
+    fn set_flags(&self, expected: u64, flags: u64) {
+        let mut cur = expected;
+        loop {
+            if generation(cur) != generation(expected) {
+                return; // closed meanwhile
+            }
+            let new = (cur & !FLAGS) | flags;
+            // AcqRel: publishes the flags with the descriptor's state.
+            match self
+                .state
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Sets or clears `bit` (keeping the generation).
+    pub(crate) fn set_bit(&self, bit: u64, on: bool) {
+        if on {
+            self.state.fetch_or(bit, Ordering::AcqRel);
+        } else {
+            self.state.fetch_and(!bit, Ordering::AcqRel);
+        }
+    }
+
+    /// Switches the descriptor to non-blocking mode (for waiting through
+    /// epoll), once.
+    pub(crate) fn ensure_nonblocking(&self, fd: c_int, state: u64) {
+        if state & (SYS_NONBLOCK | USER_NONBLOCK) != 0 {
+            return;
+        }
+        // SAFETY: F_GETFL/F_SETFL on a descriptor the caller is using.
+        unsafe {
+            let fl = real::fcntl(fd, libc::F_GETFL, 0);
+            if fl >= 0 {
+                real::fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as libc::c_ulong);
+            }
+        }
+        self.set_bit(SYS_NONBLOCK, true);
+    }
+
+    /// The timeout of waits in `interest`'s direction.
+    pub(crate) fn timeout(&self, interest: Interest) -> Option<Duration> {
+        let us = match interest {
+            Interest::Read => self.recv_timeout.load(Ordering::Relaxed),
+            Interest::Write => self.send_timeout.load(Ordering::Relaxed),
+        };
+        (us != 0).then(|| Duration::from_micros(us))
+    }
+
+    /// Records `SO_RCVTIMEO`/`SO_SNDTIMEO`.
+    pub(crate) fn set_timeout(&self, interest: Interest, t: Option<Duration>) {
+        let us = t.map_or(0, |t| {
+            u64::try_from(t.as_micros()).unwrap_or(u64::MAX).max(1)
+        });
+        match interest {
+            Interest::Read => self.recv_timeout.store(us, Ordering::Relaxed),
+            Interest::Write => self.send_timeout.store(us, Ordering::Relaxed),
+        }
+    }
+
+    /// The registration, made (inside a task) on first need.
+    pub(crate) fn registration(&self, fd: c_int) -> std::io::Result<Option<Arc<Registration>>> {
+        let mut reg = self.reg.lock();
+        if let Some(r) = reg.as_ref() {
+            return Ok(Some(r.clone()));
+        }
+        let made = Registration::for_current_task(fd)?.map(Arc::new);
+        reg.clone_from(&made);
+        Ok(made)
+    }
+
+    /// The descriptor is being closed (or replaced by `dup2`): wake and
+    /// unregister its waiters, forget what it was, bump the generation.
+    pub(crate) fn closing(&self) {
+        let reg = self.reg.lock().take();
+        if let Some(r) = reg {
+            r.deregister();
+        }
+        self.recv_timeout.store(0, Ordering::Relaxed);
+        self.send_timeout.store(0, Ordering::Relaxed);
+        let mut cur = self.state.load(Ordering::Acquire);
+        loop {
+            let new = (cur & !FLAGS).wrapping_add(GEN_ONE);
+            // AcqRel: a waiter that sees the new generation sees the rest.
+            match self
+                .state
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// `dup`: `to` names the same open file: copy what it is and its modes.
+    pub(crate) fn copy_to(&self, to: &FdCtx) {
+        let s = self.state.load(Ordering::Acquire);
+        let mut cur = to.state.load(Ordering::Acquire);
+        loop {
+            let new = (cur & !FLAGS) | (s & FLAGS);
+            match to
+                .state
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        to.recv_timeout
+            .store(self.recv_timeout.load(Ordering::Relaxed), Ordering::Relaxed);
+        to.send_timeout
+            .store(self.send_timeout.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}

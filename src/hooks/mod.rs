@@ -1,0 +1,94 @@
+//! Syscall hooks: with the cargo feature `hooks`, code written against the
+//! plain blocking system calls (`std::net`, `std::thread::sleep`, blocking
+//! crates built on them) parks the task instead of the thread.
+//!
+//! With the feature, the executable defines `read`, `recv`, `connect`,
+//! `accept`, `nanosleep` and the rest of the set below. Each one, called
+//! from inside a gofer task on a socket or a pipe, tries the real call and,
+//! where it would block, waits through the scheduler's IO manager (the task
+//! parks, the thread runs other tasks), then retries. Outside a task, or on
+//! any other descriptor (a regular file, a terminal), the call goes to libc
+//! unchanged. The real functions are found with `dlsym(RTLD_NEXT, ...)` once.
+//!
+//! ```
+//! // True when the binary was built with `--features hooks`.
+//! let hooked = gofer::hooks::enabled();
+//! # let _ = hooked;
+//! ```
+//!
+//! # What is hooked
+//!
+//! | call | inside a task, on a socket or pipe |
+//! |---|---|
+//! | `read`, `readv`, `recv`, `recvfrom`, `recvmsg` | wait readable on `EAGAIN`; `SO_RCVTIMEO` is the wait's timeout (`EAGAIN` on expiry, like the kernel) |
+//! | `write`, `writev`, `send`, `sendto`, `sendmsg` | wait writable on `EAGAIN`; `SO_SNDTIMEO` likewise |
+//! | `accept`, `accept4` | wait readable on `EAGAIN` |
+//! | `connect` | non-blocking connect, wait writable, then `SO_ERROR` (`SO_SNDTIMEO` bounds the wait, `ETIMEDOUT` on expiry) |
+//! | `poll` | one descriptor: waits through the IO manager (a zero timeout polls); several: the real `poll` |
+//! | `sleep`, `usleep`, `nanosleep`, `clock_nanosleep` (what `std::thread::sleep` calls) | the task sleeps on the scheduler's timers |
+//! | `close` | wakes the tasks waiting on the descriptor (their call fails with `EBADF`), unregisters it, then closes |
+//! | `fcntl(F_GETFL/F_SETFL)`, `ioctl(FIONBIO)` | record whether the program asked for non-blocking mode: such a descriptor keeps returning `EAGAIN` |
+//! | `setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)` | recorded as the waits' timeouts (and passed on) |
+//! | `dup`, `dup2`, `dup3` | the new descriptor gets its own bookkeeping; the one `dup2`/`dup3` replace is closed as by `close` |
+//!
+//! A descriptor gofer waits on is switched to non-blocking mode at the OS
+//! level the first time a task uses it; `fcntl(F_GETFL)` still reports what
+//! the program set, and a plain thread calling the hooked functions on it
+//! still blocks (the wait is then `poll(2)`), so threads keep std's exact
+//! behaviour.
+//!
+//! # What is not hooked
+//!
+//! - Raw `syscall(2)`, io_uring, and code that reaches the kernel without
+//!   calling these symbols: C code linked statically that calls libc's
+//!   internal aliases, and calls made inside libc itself (`fread`'s `read`,
+//!   `getaddrinfo`'s own sockets, `fclose`'s `close`). Shared libraries see
+//!   the hooks only if the executable exports the symbols (link with
+//!   `-C link-args=-rdynamic`).
+//! - File IO: regular files are always "ready" to epoll, so they go straight
+//!   to libc and block the thread while the disk works.
+//! - `select`, `epoll_wait`, `ppoll`, `pselect`: a loop of its own inside a
+//!   task blocks the thread.
+//! - A descriptor switched to non-blocking mode stays so in a child process
+//!   that inherits it.
+//!
+//! Whatever stays unhooked blocks its thread, and the Dispatcher moves the
+//! other tasks away: the hooks make blocking code cheap, the Dispatcher
+//! keeps what is left of it safe.
+//!
+//! # Safety of the hooks themselves
+//!
+//! The hooks never allocate on their fast path; the per-descriptor table is
+//! made of `mmap`ed chunks, not heap memory. A recursion guard sends any
+//! hooked call made while a hook runs runtime code straight to libc, and the
+//! runtime's own threads (Processer loops, the Dispatcher reading `/proc`)
+//! never run inside a task, so their calls pass through unchanged.
+
+/// Whether this binary was built with the `hooks` feature (the hooked libc
+/// symbols are defined).
+pub fn enabled() -> bool {
+    cfg!(feature = "hooks")
+}
+
+#[cfg(all(
+    feature = "hooks",
+    not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))
+))]
+compile_error!("the `hooks` feature is for Linux on x86_64 or aarch64");
+
+#[cfg(feature = "hooks")]
+mod calls;
+#[cfg(feature = "hooks")]
+mod fdctx;
+#[cfg(feature = "hooks")]
+mod real;
+
+/// Makes sure the linker keeps the hooked symbols (called when a scheduler
+/// is built).
+pub(crate) fn keep() {
+    #[cfg(feature = "hooks")]
+    calls::keep();
+}
