@@ -70,6 +70,7 @@
 pub mod chan;
 mod coroutine; // stacks and the switch; knows nothing of tasks
 mod error; // the error types every layer reports
+pub mod fiber; // coroutines their caller resumes, on the coroutine layer alone
 mod runtime; // Scheduler, Processers, Dispatcher, task header, timers
 pub mod sync;
 mod task; // the task API: spawn, join, park, coroutine-locals

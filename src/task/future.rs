@@ -67,7 +67,8 @@ impl Wake for ThreadWaker {
 ///
 /// Inside a task, the task parks while the future is pending and its
 /// thread runs other tasks; the future's waker unparks it. Outside a task,
-/// the calling thread blocks.
+/// the calling thread blocks. Inside a fiber, the fiber's thread does
+/// what it would do without the fiber (see [`fiber`](crate::fiber)).
 ///
 /// ```
 /// let v = gofer::block_on_future(async { 7 });
