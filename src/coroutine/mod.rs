@@ -9,7 +9,7 @@
 //!   scheduler's allocation policy);
 //! - [`switch`]: entering and leaving a coroutine with the `context` crate;
 //! - [`registry`]: the live fiber stacks by address, for the overflow
-//!   handler and the panic hook;
+//!   handler, the panic hook and the dense-stack check;
 //! - [`overflow`]: the SIGSEGV/SIGBUS handler that reports a guard-page hit,
 //!   and fatal exits;
 //! - [`panic_hook`]: running a task's panic hook on a stack big enough for

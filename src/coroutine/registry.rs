@@ -1,12 +1,15 @@
 //! The live fiber stacks of the process, by address: which fiber a guard
 //! page or a stack pointer belongs to.
 //!
-//! Two questions need to know whether an address lies on a fiber's stack
+//! Three questions need to know whether an address lies on a fiber's stack
 //! (`fiber/`), and which fiber's:
 //!
 //! 1. the overflow handler: is the faulting address in a fiber's guard page?
 //!    (`gofer: fiber 'parser' overflowed its 65536-byte stack ...`);
 //! 2. the panic hook: is the panicking code running on a fiber's stack?
+//! 3. a Processer with dense stacks: a task switched out with its stack
+//!    pointer outside its own stack. Did it overflow, or did it switch out
+//!    from a fiber it resumed (which then yielded or parked the task)?
 //!
 //! The answer is looked up by address, when a question is asked, rather
 //! than tracked at every switch: a fiber's resume and suspend touch nothing
@@ -325,6 +328,12 @@ pub(crate) fn label_at(sp: usize, out: &mut dyn std::fmt::Write) -> bool {
     .is_some()
 }
 
+/// Whether `sp` lies on a registered fiber's stack (a task that switched
+/// out from a fiber it resumed).
+pub(crate) fn on_fiber_stack(sp: usize) -> bool {
+    find(sp, Part::Stack, |_| ()).is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,12 +359,13 @@ mod tests {
             !describe_fault(0x1000_1000, &mut String::new()),
             "the stack is not the guard"
         );
-        assert!(label_at(0x1000_1000, &mut String::new()));
-        assert!(
-            !label_at(0x1001_1000, &mut String::new()),
-            "top is exclusive"
-        );
+        assert!(on_fiber_stack(0x1000_1000));
+        assert!(!on_fiber_stack(0x1001_1000), "top is exclusive");
+        let mut label = String::new();
+        assert!(label_at(0x1000_8000, &mut label));
+        assert_eq!(label, "fiber 'probe'");
         unregister(r);
+        assert!(!on_fiber_stack(0x1000_2000));
         assert!(!label_at(0x1000_2000, &mut String::new()));
         assert!(!describe_fault(0x1000_0800, &mut String::new()));
     }
