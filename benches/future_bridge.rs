@@ -8,7 +8,14 @@
 //!   `block_on_future(rx.recv())`; a task of a 2-worker tokio runtime
 //!   answers. One iteration is one request and its reply.
 //! - `mpsc_round_trip/tokio_to_tokio`: both ends tokio tasks (the peer).
+//! - `mpsc_round_trip/gofer_to_gofer`: both ends gofer tasks, still over
+//!   `tokio::sync::mpsc` with `block_on_future`: the bridge's own cost,
+//!   without a second runtime's threads to wake.
 //! - `mpsc_round_trip/gofer_chan`: both ends gofer tasks, gofer channels.
+//!
+//! Between two runtimes, each round trip wakes a parked thread on each side
+//! (a tokio worker, a gofer Processer) when the machine has nothing else
+//! for them to do: that, not the bridge, is most of `gofer_to_tokio`.
 //!
 //! Run: `cargo bench --bench future_bridge`.
 
@@ -80,6 +87,35 @@ fn round_trip(c: &mut Criterion) {
             });
             let elapsed = rt.block_on(client).unwrap();
             rt.block_on(server).unwrap();
+            elapsed
+        })
+    });
+
+    g.bench_function("gofer_to_gofer", |b| {
+        b.iter_custom(|iters| {
+            let (req_tx, mut req_rx) = tokio::sync::mpsc::channel::<u64>(1);
+            let (resp_tx, mut resp_rx) = tokio::sync::mpsc::channel::<u64>(1);
+            let server = sched.spawn(move || {
+                while let Some(x) = block_on_future(req_rx.recv()) {
+                    if block_on_future(resp_tx.send(x + 1)).is_err() {
+                        break;
+                    }
+                }
+            });
+            let elapsed = sched
+                .spawn(move || {
+                    let start = Instant::now();
+                    let mut x = 0;
+                    for _ in 0..iters {
+                        block_on_future(req_tx.send(x)).unwrap();
+                        x = block_on_future(resp_rx.recv()).unwrap();
+                    }
+                    assert_eq!(x, iters);
+                    start.elapsed()
+                })
+                .join()
+                .unwrap();
+            server.join().unwrap();
             elapsed
         })
     });
