@@ -27,6 +27,10 @@
 //! - A [`Scheduler`] is a set of Processers plus their Dispatcher. The
 //!   default scheduler starts on first use; [`go!`] spawns on it (or on the
 //!   current task's scheduler).
+//! - A **fiber** ([`fiber::Fiber`], [`fiber::Generator`]) is a coroutine
+//!   that its caller resumes, on the same kind of stack, with no scheduler.
+//! - Futures meet tasks both ways: [`block_on_future`] parks a task until a
+//!   future is ready, and a [`JoinHandle`] can be `.await`ed.
 //!
 //! See `ARCHITECTURE.md` for the design.
 //!
