@@ -313,3 +313,36 @@ fn a_tokio_timer_needs_its_runtime_and_works_through_a_tokio_handle() {
     assert_eq!(v, 9);
     s.shutdown();
 }
+
+#[test]
+fn a_join_handle_repolled_with_changing_wakers_never_loses_its_wake_up() {
+    // The task finishes at any moment among re-polls that replace the
+    // waker: whichever poll last returned Pending, its waker is woken.
+    let s = sched("fb-race", 2);
+    for round in 0..2_000u64 {
+        let mut h = s.spawn(move || {
+            for _ in 0..round % 4 {
+                gofer::yield_now();
+            }
+            round
+        });
+        let wakers: Vec<Arc<CountingWaker>> =
+            (0..3).map(|_| Arc::new(CountingWaker::default())).collect();
+        let mut polls = 0usize;
+        let value = loop {
+            let w = &wakers[polls % wakers.len()];
+            let waker = Waker::from(w.clone());
+            let r = Pin::new(&mut h).poll(&mut Context::from_waker(&waker));
+            polls += 1;
+            match r {
+                Poll::Ready(v) => break v.expect("ok"),
+                Poll::Pending if polls < 6 => {} // re-poll at once: replace
+                Poll::Pending => {
+                    wait_until("the last waker is woken", || w.0.load(Ordering::SeqCst) > 0);
+                }
+            }
+        };
+        assert_eq!(value, round);
+    }
+    s.shutdown();
+}
