@@ -152,6 +152,7 @@ static WRITERS: Mutex<Writers> = Mutex::new(Writers {
 
 /// Slot `i`, whose chunk is published.
 fn slot(i: usize) -> &'static Slot {
+    // Acquire: pairs with the Release store that published the chunk.
     let chunk = CHUNKS[i / CHUNK_SLOTS].load(Ordering::Acquire);
     debug_assert!(!chunk.is_null());
     // SAFETY: chunk `i / CHUNK_SLOTS` was published (callers only name
@@ -198,6 +199,8 @@ pub(crate) unsafe fn register(entry: &Entry<'_>) -> Option<Registration> {
                 // Release: the chunk's zeroed slots before its pointer;
                 // pairs with the Acquire loads in `slot` and `find`.
                 CHUNKS[c].store(Box::leak(chunk).as_mut_ptr(), Ordering::Release);
+                // Release: the chunk's pointer before the count that lets
+                // readers look at it; pairs with the Acquire load in `find`.
                 PUBLISHED.store(c + 1, Ordering::Release);
             }
             w.used += 1;
@@ -268,6 +271,7 @@ pub(crate) fn find<T>(addr: usize, part: Part, f: impl FnOnce(&Found<'_>) -> T) 
     // Acquire: pairs with the Release store in `register`.
     let chunks = PUBLISHED.load(Ordering::Acquire);
     for chunk in &CHUNKS[..chunks] {
+        // Acquire: pairs with the Release store that published the chunk.
         let chunk = chunk.load(Ordering::Acquire);
         for k in 0..CHUNK_SLOTS {
             // SAFETY: a published chunk holds CHUNK_SLOTS slots and is never

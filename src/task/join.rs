@@ -141,6 +141,8 @@ impl<T> JoinInner<T> {
     /// handle, `poll` has it pinned mutably). See "Replacing the waiter" in
     /// the module docs for the protocol, both sides.
     fn register(&self, w: Waiter) -> bool {
+        // Acquire: pairs with the completer's fetch_or(DONE), so that a DONE
+        // seen here comes with the result.
         let s = self.state.load(Ordering::Acquire);
         if s & DONE != 0 {
             return true;
