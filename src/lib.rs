@@ -27,6 +27,10 @@
 //! - A [`Scheduler`] is a set of Processers plus their Dispatcher. The
 //!   default scheduler starts on first use; [`go!`] spawns on it (or on the
 //!   current task's scheduler).
+//! - A **fiber** ([`fiber::Fiber`], [`fiber::Generator`]) is a coroutine
+//!   that its caller resumes, on the same kind of stack, with no scheduler.
+//! - Futures meet tasks both ways: [`block_on_future`] parks a task until a
+//!   future is ready, and a [`JoinHandle`] can be `.await`ed.
 //!
 //! See `ARCHITECTURE.md` for the design.
 //!
@@ -70,6 +74,7 @@
 pub mod chan;
 mod coroutine; // stacks and the switch; knows nothing of tasks
 mod error; // the error types every layer reports
+pub mod fiber; // coroutines their caller resumes, on the coroutine layer alone
 pub mod hooks; // with the `hooks` feature: blocking libc calls park the task
 pub mod io; // waiting for any descriptor through the reactor
 pub mod net; // sockets shaped like std::net
@@ -91,6 +96,7 @@ pub use runtime::scheduler::Scheduler;
 pub use runtime::stats::{ProcesserStats, Stats};
 pub use runtime::task::TaskId;
 pub use task::builder::{spawn, Builder};
+pub use task::future::block_on_future;
 pub use task::join::JoinHandle;
 pub use task::locals::LocalKey;
 pub use task::park::{

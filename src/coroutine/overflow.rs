@@ -7,14 +7,22 @@
 //! passed on to the handler that was installed before ours (Rust's own
 //! handler for thread stacks, if present), or to the default action.
 //!
-//! This layer does not know what runs on a coroutine: the runtime installs
-//! the handler with a [`Describe`] function that answers the question for
-//! the running task, and writes the line.
+//! Two questions, in order:
 //!
-//! Everything the handler does is async-signal-safe: the describing function
-//! reads a thread-local pointer and the running task's header (which the
-//! faulting thread itself owns while the task runs) and formats into a
-//! stack buffer; then `write` and `abort`.
+//! 1. a fiber's guard page (`registry.rs`, which this layer keeps itself):
+//!    `fiber 'parser' overflowed its ...`;
+//! 2. the task running on this thread, which this layer does not know: the
+//!    runtime registers a [`Describe`] function that answers for it
+//!    ([`describe_tasks_with`]) and writes `task 17 'reader' overflowed ...`.
+//!
+//! Whoever first needs the handler installs it ([`install`]): a scheduler
+//! when it is built, a fiber when it is created.
+//!
+//! Everything the handler does is async-signal-safe: the describing
+//! functions read the fiber registry's atomics, or a thread-local pointer
+//! and the running task's header (which the faulting thread itself owns
+//! while the task runs), and format into a stack buffer; then `write` and
+//! `abort`.
 
 use std::fmt::Write as _;
 use std::sync::Once;
@@ -45,12 +53,16 @@ static PREVIOUS: OnceLock<Previous> = OnceLock::new();
 /// Size of the alternate signal stack given to threads that have none.
 const ALT_STACK_SIZE: usize = 64 * 1024;
 
-/// Installs the fault handler (once per process), with the function that
-/// recognises an overflow of the running coroutine.
-pub(crate) fn install(describe: Describe) {
+/// Registers the runtime's question (which task, if any, overflowed); the
+/// first registration stays.
+pub(crate) fn describe_tasks_with(describe: Describe) {
+    let _ = DESCRIBE.set(describe);
+}
+
+/// Installs the fault handler, once per process.
+pub(crate) fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let _ = DESCRIBE.set(describe);
         // SAFETY: sigaction with a fully initialised struct; our handler has
         // the SA_SIGINFO signature. The previous actions are saved first, so
         // the handler can chain to them.
@@ -153,17 +165,19 @@ pub(crate) fn abort_with(f: impl FnOnce(&mut dyn std::fmt::Write)) -> ! {
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    if let Some(describe) = DESCRIBE.get() {
-        let mut b = Buf {
-            bytes: [0; 512],
-            len: 0,
-        };
-        let _ = b.write_str("gofer: ");
-        if describe(addr, &mut b) {
-            let _ = b.write_str("\n");
-            write_stderr(&b);
-            std::process::abort();
-        }
+    let mut b = Buf {
+        bytes: [0; 512],
+        len: 0,
+    };
+    let _ = b.write_str("gofer: ");
+    let ours = super::registry::describe_fault(addr, &mut b)
+        || DESCRIBE
+            .get()
+            .is_some_and(|describe| describe(addr, &mut b));
+    if ours {
+        let _ = b.write_str("\n");
+        write_stderr(&b);
+        std::process::abort();
     }
     chain(sig, info, uctx);
 }

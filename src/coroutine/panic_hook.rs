@@ -12,10 +12,17 @@
 //! previous hook names only the thread), runs the previous hook there,
 //! prints the task's backtrace if backtraces are enabled, and switches back. The previous
 //! hook's own backtrace, if it prints one, shows only that hook stack.
+//!
+//! A fiber (`fiber/`) is treated the same way, found by the address of the
+//! panicking stack (`registry.rs`): `gofer: fiber 'parser' panicked on
+//! thread 'main':`, or
+//! `gofer: fiber 'parser' in task 17 'reader' panicked ...` for a fiber that
+//! a task resumed. The hook is installed by whoever first needs it: a
+//! scheduler when it is built, a fiber when it is created.
 
 use std::backtrace::{Backtrace, BacktraceStatus};
 use std::panic::{self, AssertUnwindSafe, PanicHookInfo};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 use context::{Context, Transfer};
 
@@ -30,19 +37,47 @@ type Hook = Box<dyn Fn(&PanicHookInfo<'_>) + Sync + Send + 'static>;
 /// and returns true, or returns false outside a task.
 pub(crate) type Label = fn(out: &mut dyn std::fmt::Write) -> bool;
 
-/// Wraps the current panic hook (once per process); `label` tells a task's
-/// panic from a thread's and names the task.
-pub(crate) fn install(label: Label) {
+/// The runtime's question: which task is panicking on this thread?
+static TASK_LABEL: OnceLock<Label> = OnceLock::new();
+
+/// Registers the runtime's question (`label` tells a task's panic from a
+/// thread's and names the task); the first registration stays.
+pub(crate) fn label_tasks_with(label: Label) {
+    let _ = TASK_LABEL.set(label);
+}
+
+/// Wraps the current panic hook, once per process.
+pub(crate) fn install() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let prev: Hook = panic::take_hook();
-        panic::set_hook(Box::new(move |info| hook(&prev, label, info)));
+        panic::set_hook(Box::new(move |info| hook(&prev, info)));
     });
 }
 
-fn hook(prev: &Hook, label_of: Label, info: &PanicHookInfo<'_>) {
+/// Names the coroutine panicking on this thread: `fiber 'parser'`,
+/// `task 17 'reader'`, or `fiber 'parser' in task 17 'reader'`. Returns
+/// false on a thread's own stack.
+#[inline(never)]
+fn label_current(out: &mut String) -> bool {
+    // An address on the panicking stack: this frame is on it.
+    let here = 0u8;
+    let sp = std::hint::black_box(&here) as *const u8 as usize;
+    let fiber = super::registry::label_at(sp, out);
+    let mut task = String::new();
+    let in_task = TASK_LABEL.get().is_some_and(|label| label(&mut task));
+    match (fiber, in_task) {
+        (true, true) => out.push_str(" in "),
+        (false, false) => return false,
+        _ => {}
+    }
+    out.push_str(&task);
+    true
+}
+
+fn hook(prev: &Hook, info: &PanicHookInfo<'_>) {
     let mut label = String::new();
-    if !label_of(&mut label) {
+    if !label_current(&mut label) {
         return prev(info);
     }
     // Frames only; symbols are resolved when printed, on the big stack.

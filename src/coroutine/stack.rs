@@ -202,6 +202,13 @@ impl StackMem {
         if sp < bottom + CANARY_BYTES || sp > self.top() as usize {
             return false;
         }
+        self.dense_band_intact()
+    }
+
+    /// Dense stacks: whether the canary band at the stack limit still reads
+    /// as zero. The check for a task that switched out with its stack pointer
+    /// elsewhere (on a fiber's stack, which has a guard page of its own).
+    pub(crate) fn dense_band_intact(&self) -> bool {
         // SAFETY: bottom..bottom+CANARY_BYTES lies inside this slot, which
         // this StackMem owns; volatile so the read is not elided.
         (0..CANARY_BYTES / 8)

@@ -214,6 +214,11 @@ impl LocalStacks {
         shared.fresh(size)
     }
 
+    /// Takes every pooled stack out (the owner is going away).
+    pub(crate) fn drain(&mut self) -> Vec<StackMem> {
+        self.pool.take_batch(usize::MAX)
+    }
+
     /// Takes a finished task's stack back: into the local pool, handing half
     /// of it to the shared pool when full; other sizes are unmapped.
     pub(crate) fn free(&mut self, shared: &Stacks, s: StackMem) {

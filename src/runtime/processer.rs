@@ -69,6 +69,7 @@ use super::processer_shared::{drain_injector, Kind, ProcesserShared};
 use super::shared::Shared;
 use super::task::{Runnable, TaskHeader};
 use super::timer::TimerQueue;
+use crate::coroutine::registry;
 use crate::coroutine::stack::StackMem;
 use crate::coroutine::stacks::LocalStacks;
 use crate::coroutine::switch::{self, EntrySlot, Suspend};
@@ -726,6 +727,13 @@ fn dense_overflow(task: &TaskHeader) -> ! {
 
 /// Dense stacks have no guard page: after every switch out, check that the
 /// task stayed inside its stack (see `coroutine/stack.rs`), and abort naming it if not.
+///
+/// A task that resumed a fiber, which then yielded or parked the task,
+/// switched out with its stack pointer on the fiber's stack, not its own:
+/// that is no overflow. The fiber registry tells (`coroutine/registry.rs`);
+/// it is asked only when the pointer is outside the task's stack. Only the
+/// task's canary band is checked then; the fiber's stack has a guard page
+/// of its own.
 fn check_dense_stack(t: &mut Runnable, ctx: &::context::Context) {
     // The read below relies on `Context` being one pointer wide (it is a
     // `#[repr(C)]` newtype of `&'static c_void` in context 3.x).
@@ -736,7 +744,14 @@ fn check_dense_stack(t: &mut Runnable, ctx: &::context::Context) {
     // that address without using it.
     let sp = unsafe { std::mem::transmute_copy::<::context::Context, usize>(ctx) };
     let intact = match t.run().stack.as_ref() {
-        Some(s) if s.is_dense() => s.dense_intact(sp),
+        Some(s) if s.is_dense() => {
+            let own = (s.bottom() as usize..=s.top() as usize).contains(&sp);
+            if !own && registry::on_fiber_stack(sp) {
+                s.dense_band_intact()
+            } else {
+                s.dense_intact(sp)
+            }
+        }
         _ => true,
     };
     if !intact {

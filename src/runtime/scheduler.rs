@@ -136,9 +136,11 @@ impl SchedulerBuilder {
     /// started are stopped and joined before `build` returns.
     pub fn build(self) -> Result<Scheduler, ConfigError> {
         let config = self.validate()?;
-        crate::coroutine::overflow::install(super::context::describe_fault);
+        crate::coroutine::overflow::describe_tasks_with(super::context::describe_fault);
+        crate::coroutine::overflow::install();
+        crate::coroutine::panic_hook::label_tasks_with(super::context::label_current);
+        crate::coroutine::panic_hook::install();
         crate::hooks::keep();
-        crate::coroutine::panic_hook::install(super::context::label_current);
         let shared = Shared::new(config);
         for started in 0..shared.config.min_threads {
             if let Err(e) = shared.start_processer(Kind::Core) {

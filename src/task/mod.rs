@@ -1,8 +1,10 @@
 //! The task API: spawning (`Builder`, `spawn`, `go!`, `Scheduler::spawn`,
 //! `Scheduler::block_on`), waiting for a result (`JoinHandle`), parking and
-//! waking (`park`, `Task::unpark`, `yield_now`), and coroutine-local values.
+//! waking (`park`, `Task::unpark`, `yield_now`), coroutine-local values, and
+//! futures (`block_on_future`, the task's waker; `JoinHandle` is one).
 
 pub(crate) mod builder;
+pub(crate) mod future;
 pub(crate) mod join;
 pub(crate) mod locals;
 pub(crate) mod park;

@@ -44,11 +44,7 @@ impl Task {
     /// Wakes the task or thread, or makes its next [`park`] return at once.
     pub fn unpark(&self) {
         match &self.inner {
-            Inner::Coroutine(h) => {
-                if let Some(r) = task::unpark(h) {
-                    context::schedule(r);
-                }
-            }
+            Inner::Coroutine(h) => unpark_header(h),
             Inner::Thread(t) => t.unpark(),
         }
     }
@@ -150,6 +146,28 @@ pub(crate) fn park_deadline(deadline: Instant) {
                 std::thread::park_timeout(deadline - now);
             }
         }
+    }
+}
+
+/// Wakes the task `h` (see [`Task::unpark`]): when this moves it out of
+/// `PARKED`, it is scheduled, on this thread's Processer if that is one of
+/// its scheduler's (`context::schedule`).
+pub(crate) fn unpark_header(h: &Arc<TaskHeader>) {
+    if let Some(r) = task::unpark(h) {
+        context::schedule(r);
+    }
+}
+
+/// Parks the running task `h` until it is unparked; if a wake-up is
+/// already pending (it came while the task ran), yields instead: the task
+/// goes to the back of its queue rather than running on at once. For a
+/// poll loop: a future that wakes itself while polled does not keep the
+/// tasks queued behind it from running.
+pub(crate) fn park_or_yield(h: &TaskHeader) {
+    if task::take_token(h) {
+        suspend(Suspend::Yield);
+    } else {
+        suspend(Suspend::Park);
     }
 }
 

@@ -1,7 +1,19 @@
-//! User timers: `after` and `every` (and their `_on` forms), each firing a
+//! User timers: `after` and `every`, their condition forms `after_if_alive`
+//! and `every_if_alive` (and the `_on` forms of all four), each firing a
 //! task, and the state machine that keeps `cancel` truthful. The heap and
 //! the Processers that fire them are the runtime's (`runtime/timer.rs`), which
 //! also explains how shutdown cancels every one of them.
+//!
+//! # Condition timers
+//!
+//! `after_if_alive(&target, ..)` and `every_if_alive(&target, ..)` hold only
+//! a `Weak` of their target, so a pending timer never keeps it alive. Each
+//! firing first upgrades it, where it fires: if that works, the run's
+//! task is spawned with the `Arc` (which then lives until the run ends);
+//! if the target is gone, nothing is spawned, and a recurring timer ends
+//! itself there, as if cancelled (`FIRING -> CANCELLED`), releasing its hold
+//! on the scheduler. So `every_if_alive` stops at its first tick after the
+//! last `Arc` went away.
 //!
 //! # One user timer's state (`UserTimer::state`)
 //!
@@ -25,7 +37,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -43,13 +55,37 @@ const FIRING: u8 = 1;
 const FIRED: u8 = 2;
 const CANCELLED: u8 = 3;
 
-/// A user timer's closure and the scheduler it spawns on (and holds alive
+/// What one firing did.
+enum Run {
+    /// The run's task was admitted.
+    Started,
+    /// The task was refused.
+    Refused(SpawnError),
+    /// The timer's target is gone (a condition timer): nothing was spawned.
+    TargetGone,
+}
+
+impl From<Result<(), SpawnError>> for Run {
+    fn from(r: Result<(), SpawnError>) -> Run {
+        match r {
+            Ok(()) => Run::Started,
+            Err(e) => Run::Refused(e),
+        }
+    }
+}
+
+/// One firing of a one-shot timer: spawns its run on the scheduler given.
+type FireOnce = Box<dyn FnOnce(&Arc<Shared>) -> Run + Send + 'static>;
+/// One firing of a recurring timer.
+type FireEvery = Arc<dyn Fn(&Arc<Shared>) -> Run + Send + Sync + 'static>;
+
+/// A user timer's firing and the scheduler it spawns on (and holds alive
 /// while pending).
 enum UserAction {
-    /// Spawn a closure as a task, once.
-    Once(Arc<Shared>, Box<dyn FnOnce() + Send + 'static>),
-    /// Spawn a closure as a task every period, until cancelled.
-    Every(Arc<Shared>, Duration, Arc<dyn Fn() + Send + Sync + 'static>),
+    /// Fire once.
+    Once(Arc<Shared>, FireOnce),
+    /// Fire every period, until cancelled (or its target is gone).
+    Every(Arc<Shared>, Duration, FireEvery),
 }
 
 impl UserAction {
@@ -133,7 +169,8 @@ impl UserTimer {
 }
 
 impl TimerCallback for UserTimer {
-    fn fire(self: Arc<Self>, sched: &Arc<Shared>) {
+    fn fire(self: Arc<Self>, _firing: &Arc<Shared>) {
+        // The action names its own scheduler (the one firing it).
         // Acquire: pairs with the Release that made it PENDING (creation, or
         // the end of the previous run of a recurring timer).
         if self
@@ -146,19 +183,20 @@ impl TimerCallback for UserTimer {
         let planned = self.key.lock().take().map(|(_, d)| d);
         let mut slot = self.action.lock();
         match slot.as_ref() {
-            Some(UserAction::Every(_, period, f)) => {
-                let (period, f) = (*period, f.clone());
+            Some(UserAction::Every(sched, period, fire)) => {
+                let (sched, period, fire) = (sched.clone(), *period, fire.clone());
                 drop(slot);
-                match spawn_closure(sched, move || f()) {
-                    Err(SpawnError::Shutdown) => {
-                        // The scheduler is closing: this timer is over. Not
-                        // re-armed, so shutdown has nothing left to wait for.
+                match fire(&sched) {
+                    Run::Refused(SpawnError::Shutdown) | Run::TargetGone => {
+                        // The scheduler is closing, or the target is gone:
+                        // this timer is over. Not re-armed, so shutdown has
+                        // nothing left to wait for.
                         self.state.store(CANCELLED, Ordering::Release);
-                        self.retire(sched);
+                        self.retire(&sched);
                         return;
                     }
-                    Err(err) => report_spawn_failure(&err),
-                    Ok(()) => {}
+                    Run::Refused(err) => report_spawn_failure(&err),
+                    Run::Started => {}
                 }
                 let next = next_tick(planned.unwrap_or_else(Instant::now), period);
                 let key = sched.add_timer(next, Action::Call(self.clone()));
@@ -167,7 +205,7 @@ impl TimerCallback for UserTimer {
                 self.state.store(PENDING, Ordering::Release);
             }
             Some(UserAction::Once(..)) => {
-                let Some(UserAction::Once(sched, f)) = slot.take() else {
+                let Some(UserAction::Once(sched, fire)) = slot.take() else {
                     unreachable!("matched above")
                 };
                 drop(slot);
@@ -175,9 +213,9 @@ impl TimerCallback for UserTimer {
                 sched.timers.forget(self.id);
                 // Admit the task first, then release the timer's hold:
                 // `alive` never touches zero in between.
-                match spawn_closure(&sched, f) {
-                    Ok(()) | Err(SpawnError::Shutdown) => {}
-                    Err(err) => report_spawn_failure(&err),
+                match fire(&sched) {
+                    Run::Started | Run::Refused(SpawnError::Shutdown) | Run::TargetGone => {}
+                    Run::Refused(err) => report_spawn_failure(&err),
                 }
                 sched.task_finished();
             }
@@ -212,7 +250,8 @@ fn report_spawn_failure(err: &SpawnError) {
     eprintln!("gofer: a timer could not start its task: {err}");
 }
 
-/// A handle to a timer made by [`after`] or [`every`].
+/// A handle to a timer made by [`after`], [`every`], [`after_if_alive`] or
+/// [`every_if_alive`].
 ///
 /// Dropping the handle does not cancel the timer.
 pub struct TimerHandle {
@@ -225,7 +264,8 @@ impl TimerHandle {
     /// Stops the timer. Returns `true` if it was still pending: a one-shot
     /// timer's closure will never run, a recurring timer will not start
     /// another run. Returns `false` if a one-shot timer already fired or the
-    /// timer was already cancelled.
+    /// timer was already cancelled (or, for `every_if_alive`, ended itself
+    /// because its target was gone).
     pub fn cancel(&self) -> bool {
         self.timer
             .as_ref()
@@ -233,7 +273,8 @@ impl TimerHandle {
     }
 
     /// Whether the timer is still pending: a one-shot timer that has not
-    /// fired, or a recurring one that was not cancelled.
+    /// fired, or a recurring one that was not cancelled (nor ended, for
+    /// `every_if_alive`).
     pub fn is_pending(&self) -> bool {
         self.timer
             .as_ref()
@@ -263,7 +304,7 @@ where
     F: FnOnce() + Send + 'static,
 {
     let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
-    add_once(&sched, delay, Box::new(f))
+    add_once(&sched, delay, spawn_once(f))
 }
 
 /// Like [`after`], on the given scheduler.
@@ -271,14 +312,83 @@ pub fn after_on<F>(sched: &Scheduler, delay: Duration, f: F) -> TimerHandle
 where
     F: FnOnce() + Send + 'static,
 {
-    add_once(sched.shared(), delay, Box::new(f))
+    add_once(sched.shared(), delay, spawn_once(f))
 }
 
-fn add_once(sched: &Arc<Shared>, delay: Duration, f: Box<dyn FnOnce() + Send>) -> TimerHandle {
+/// The firing of `after`: spawns `f`.
+fn spawn_once<F>(f: F) -> FireOnce
+where
+    F: FnOnce() + Send + 'static,
+{
+    Box::new(move |s: &Arc<Shared>| Run::from(spawn_closure(s, f)))
+}
+
+/// Runs `f(target)` as a task once, after `delay`, if `target` is still
+/// alive then: the timer holds only a [`Weak`] of it, so it never keeps the
+/// target alive, and if the last [`Arc`] is gone when the delay has passed,
+/// nothing runs. The task gets the upgraded `Arc` (the target lives at
+/// least until `f` returns). sylar's condition timer.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// struct Conn;
+/// impl Conn {
+///     fn close_idle(&self) {}
+/// }
+/// let conn = Arc::new(Conn);
+/// let t = gofer::timer::after_if_alive(&conn, Duration::from_secs(30), |conn| conn.close_idle());
+/// drop(conn); // the timer will find it gone and do nothing
+/// # t.cancel();
+/// ```
+///
+/// Like [`after`] otherwise: on the current task's scheduler (the default
+/// one outside a task), a pending timer keeps its scheduler alive, and
+/// [`TimerHandle::cancel`] stops it.
+///
+/// # Panics
+/// If the default scheduler cannot be started (see [`SpawnError`]).
+pub fn after_if_alive<T, F>(target: &Arc<T>, delay: Duration, f: F) -> TimerHandle
+where
+    T: Send + Sync + 'static,
+    F: FnOnce(Arc<T>) + Send + 'static,
+{
+    let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
+    add_once(&sched, delay, spawn_once_if_alive(target, f))
+}
+
+/// Like [`after_if_alive`], on the given scheduler.
+pub fn after_if_alive_on<T, F>(
+    sched: &Scheduler,
+    target: &Arc<T>,
+    delay: Duration,
+    f: F,
+) -> TimerHandle
+where
+    T: Send + Sync + 'static,
+    F: FnOnce(Arc<T>) + Send + 'static,
+{
+    add_once(sched.shared(), delay, spawn_once_if_alive(target, f))
+}
+
+/// The firing of `after_if_alive`: spawns `f(target)` if the target lives.
+fn spawn_once_if_alive<T, F>(target: &Arc<T>, f: F) -> FireOnce
+where
+    T: Send + Sync + 'static,
+    F: FnOnce(Arc<T>) + Send + 'static,
+{
+    let weak: Weak<T> = Arc::downgrade(target);
+    Box::new(move |s: &Arc<Shared>| match weak.upgrade() {
+        Some(target) => Run::from(spawn_closure(s, move || f(target))),
+        None => Run::TargetGone,
+    })
+}
+
+fn add_once(sched: &Arc<Shared>, delay: Duration, fire: FireOnce) -> TimerHandle {
     add_user(
         sched,
         far_deadline(delay),
-        UserAction::Once(sched.clone(), f),
+        UserAction::Once(sched.clone(), fire),
     )
 }
 
@@ -304,7 +414,7 @@ where
     F: Fn() + Send + Sync + 'static,
 {
     let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
-    add_every(&sched, period, Arc::new(f))
+    add_every(&sched, period, spawn_every(f))
 }
 
 /// Like [`every`], on the given scheduler.
@@ -315,10 +425,90 @@ pub fn every_on<F>(sched: &Scheduler, period: Duration, f: F) -> TimerHandle
 where
     F: Fn() + Send + Sync + 'static,
 {
-    add_every(sched.shared(), period, Arc::new(f))
+    add_every(sched.shared(), period, spawn_every(f))
 }
 
-fn add_every(sched: &Arc<Shared>, period: Duration, f: Arc<dyn Fn() + Send + Sync>) -> TimerHandle {
+/// The firing of `every`: spawns a run of `f`.
+fn spawn_every<F>(f: F) -> FireEvery
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    let f = Arc::new(f);
+    Arc::new(move |s: &Arc<Shared>| {
+        let f = f.clone();
+        Run::from(spawn_closure(s, move || f()))
+    })
+}
+
+/// Runs `f(target)` as a task every `period` (first run after one period)
+/// while `target` is alive: the timer holds only a [`Weak`] of it, and at
+/// the first tick that finds the last [`Arc`] gone it stops by itself (as
+/// if cancelled, releasing its hold on the scheduler). Each run's task gets
+/// the upgraded `Arc`. sylar's recurring condition timer.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// struct Conn;
+/// impl Conn {
+///     fn ping(&self) {}
+/// }
+/// let conn = Arc::new(Conn);
+/// let t = gofer::timer::every_if_alive(&conn, Duration::from_secs(5), |conn| conn.ping());
+/// assert!(t.is_pending());
+/// # t.cancel();
+/// ```
+///
+/// Like [`every`] otherwise: runs may overlap if one takes longer than the
+/// period, and [`TimerHandle::cancel`] stops it earlier.
+///
+/// # Panics
+/// If `period` is zero, or the default scheduler cannot be started.
+pub fn every_if_alive<T, F>(target: &Arc<T>, period: Duration, f: F) -> TimerHandle
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>) + Send + Sync + 'static,
+{
+    let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
+    add_every(&sched, period, spawn_every_if_alive(target, f))
+}
+
+/// Like [`every_if_alive`], on the given scheduler.
+///
+/// # Panics
+/// If `period` is zero.
+pub fn every_if_alive_on<T, F>(
+    sched: &Scheduler,
+    target: &Arc<T>,
+    period: Duration,
+    f: F,
+) -> TimerHandle
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>) + Send + Sync + 'static,
+{
+    add_every(sched.shared(), period, spawn_every_if_alive(target, f))
+}
+
+/// The firing of `every_if_alive`: spawns a run of `f(target)` if the
+/// target lives; reports it gone otherwise, which ends the timer.
+fn spawn_every_if_alive<T, F>(target: &Arc<T>, f: F) -> FireEvery
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>) + Send + Sync + 'static,
+{
+    let weak: Weak<T> = Arc::downgrade(target);
+    let f = Arc::new(f);
+    Arc::new(move |s: &Arc<Shared>| match weak.upgrade() {
+        Some(target) => {
+            let f = f.clone();
+            Run::from(spawn_closure(s, move || f(target)))
+        }
+        None => Run::TargetGone,
+    })
+}
+
+fn add_every(sched: &Arc<Shared>, period: Duration, fire: FireEvery) -> TimerHandle {
     assert!(
         !period.is_zero(),
         "gofer::timer::every: the period must be non-zero"
@@ -326,7 +516,7 @@ fn add_every(sched: &Arc<Shared>, period: Duration, f: Arc<dyn Fn() + Send + Syn
     add_user(
         sched,
         far_deadline(period),
-        UserAction::Every(sched.clone(), period, f),
+        UserAction::Every(sched.clone(), period, fire),
     )
 }
 
