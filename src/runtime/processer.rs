@@ -635,10 +635,24 @@ impl ProcLocal {
             }
             return None;
         }
-        let timeout = self.sleep_timeout();
-        if let Some(r) = self.sched.reactor_with_sources() {
+        let mut timeout = self.sleep_timeout();
+        // Only core Processers wait in the reactor: a block_on caller or an
+        // extra Processer may leave for good while holding the role, and
+        // nobody would wait there after it.
+        if let Some(r) = self
+            .sched
+            .reactor_with_sources()
+            .filter(|_| self.p.kind == Kind::Core)
+        {
             if let Some(mut poller) = r.try_poll() {
                 return self.sleep_in_poll(&mut poller, timeout);
+            }
+            if !r.has_blocking_poller() {
+                // The role is held for a quick look (a busy Processer, the
+                // Dispatcher), which is over in a moment and waits for
+                // nothing after it: sleep briefly and come back for the role
+                // rather than leave readiness with nobody waiting for it.
+                timeout = Some(timeout.map_or(BUSY_POLL, |t| t.min(BUSY_POLL)));
             }
         }
         while self.p.sleeping.load(Ordering::SeqCst) {

@@ -92,6 +92,10 @@ pub(crate) struct Reactor {
     registered: AtomicUsize,
     /// When a poll last ended, in nanoseconds since `epoch`.
     last_poll: AtomicU64,
+    /// The role's holder is in a blocking wait (a sleeping Processer), not
+    /// a quick look (a busy Processer, the Dispatcher). Relaxed: a hint for
+    /// a Processer deciding how long to sleep without the role.
+    blocking: AtomicBool,
     epoch: Instant,
 }
 
@@ -103,6 +107,7 @@ impl Reactor {
             retired: Mutex::new(Vec::new()),
             registered: AtomicUsize::new(0),
             last_poll: AtomicU64::new(0),
+            blocking: AtomicBool::new(false),
             epoch: Instant::now(),
         })
     }
@@ -117,6 +122,12 @@ impl Reactor {
     pub(crate) fn polled_before(&self, d: Duration) -> bool {
         let now = self.epoch.elapsed().as_nanos() as u64;
         now.saturating_sub(self.last_poll.load(Ordering::Relaxed)) >= d.as_nanos() as u64
+    }
+
+    /// Whether a Processer is waiting in the reactor (holding the role for
+    /// a blocking wait).
+    pub(crate) fn has_blocking_poller(&self) -> bool {
+        self.blocking.load(Ordering::Relaxed)
     }
 
     /// Takes the poller role, if nobody holds it.
@@ -158,7 +169,14 @@ impl Poller<'_> {
     /// Returns how many socket events were delivered.
     pub(crate) fn poll(&mut self, timeout: Option<Duration>, woken: &mut Vec<Runnable>) -> usize {
         let r = self.reactor;
+        let blocking = timeout != Some(Duration::ZERO);
+        if blocking {
+            r.blocking.store(true, Ordering::Relaxed);
+        }
         let n = r.epoll.wait(&mut self.events, timeout).unwrap_or(0);
+        if blocking {
+            r.blocking.store(false, Ordering::Relaxed);
+        }
         r.last_poll
             .store(r.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
         if n == 0 {
