@@ -202,6 +202,7 @@ pub fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
             Ok(0) => return out,
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => panic!("waiting for the server to close: {e} (read so far: {out:?})"),
         }
     }
