@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Drives the example servers with real clients, next to the same servers on
+# tokio and may, in the same run and with the same thread count:
+#
+#   1. HTTP: wrk against examples/http_server.rs (gofer),
+#      benches/servers/http_tokio.rs and benches/servers/http_may.rs, at
+#      100 and 1,000 connections, with 1 and with 2 wrk threads; prints
+#      requests/s, p99 latency and the server's CPU use as a Markdown table.
+#   2. Echo: `cargo bench --bench echo` (1 KiB round trips at 100 and 1,000
+#      connections; gofer, tokio, may).
+#
+#   scripts/http_bench.sh                    # everything, about 4 minutes
+#   DURATION=5 WRK_THREADS=2 scripts/http_bench.sh   # shorter
+#
+# Every server listens on 127.0.0.1 with port 0, runs with SERVER_THREADS
+# threads (2), and is killed at the end, whatever happens. wrk is installed
+# with apt-get when it is not on PATH.
+#
+# The client runs on the same machine: on 2 cores it competes with the
+# server for the CPUs, so each figure measures the pair. Run it on a quiet
+# machine; the load average is printed before and after each run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION="${DURATION:-10}"          # seconds measured per wrk run
+WARMUP="${WARMUP:-2}"               # seconds of unmeasured wrk run before each
+SERVER_THREADS="${SERVER_THREADS:-2}"
+WRK_THREADS="${WRK_THREADS:-1 2}"   # wrk thread counts to run
+CONNECTIONS="${CONNECTIONS:-100 1000}"
+SERVERS=(gofer:http_server tokio:peer_http_tokio may:peer_http_may)
+
+target="${CARGO_TARGET_DIR:-target}"
+out="$target/gofer-bench"
+mkdir -p "$out"
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# --- wrk ---------------------------------------------------------------------
+if ! command -v wrk >/dev/null 2>&1; then
+    echo "== wrk is not on PATH: installing it with apt-get"
+    if ! apt-get install -y wrk >/dev/null 2>&1; then
+        apt-get update >/dev/null && apt-get install -y wrk >/dev/null
+    fi
+fi
+
+# --- open files --------------------------------------------------------------
+# 1,000 connections need 1,000 descriptors in wrk and as many in the server.
+max_conns=0
+for c in $CONNECTIONS; do [ "$c" -gt "$max_conns" ] && max_conns=$c; done
+need=$((max_conns + 256))
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
+    ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+    if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
+        echo "error: open-file limit $(ulimit -n) is below the $need this run needs" >&2
+        exit 1
+    fi
+fi
+
+# --- build first, so compiling does not load the machine while measuring ------
+cargo build --release --quiet \
+    --example http_server --example peer_http_tokio --example peer_http_may \
+    --example echo_server --example peer_echo_tokio --example peer_echo_may
+cargo bench --no-run --quiet --bench echo
+
+# --- servers -----------------------------------------------------------------
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+server_pid=""
+server_addr=""
+# start_server BIN LOG: starts it, waits (at most 10 s) for `listening on ADDR`.
+start_server() {
+    "$target/release/examples/$1" --addr 127.0.0.1:0 --threads "$SERVER_THREADS" >"$2" 2>&1 &
+    server_pid=$!
+    pids+=("$server_pid")
+    for _ in $(seq 200); do
+        server_addr=$(sed -n '1s/^listening on //p' "$2")
+        [ -n "$server_addr" ] && return 0
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "error: $1 did not print 'listening on ADDR':" >&2
+    cat "$2" >&2
+    exit 1
+}
+
+stop_server() {
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+}
+
+# CPU time (user + system) of a process, in clock ticks.
+ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+
+# wrk's latency figure (e.g. 850.00us, 2.30ms, 1.02s) in milliseconds.
+to_ms() {
+    awk -v v="$1" 'BEGIN {
+        n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+        if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+        printf "%.2f", n }'
+}
+
+hz=$(getconf CLK_TCK)
+echo "== HTTP: wrk on 127.0.0.1, servers with $SERVER_THREADS threads, ${DURATION}s per run after ${WARMUP}s of warm-up"
+echo "== $(nproc) CPUs: wrk competes with the server for them; each figure measures the pair"
+echo "== load average before: $(load)"
+echo
+echo "| connections | wrk threads | server | requests/s | p99 latency | server CPU | errors | load (1 min) |"
+echo "|---:|---:|---|---:|---:|---:|---:|---:|"
+for c in $CONNECTIONS; do
+    for t in $WRK_THREADS; do
+        for s in "${SERVERS[@]}"; do
+            name=${s%%:*}
+            bin=${s#*:}
+            log="$out/http-$name-$c-$t.log"
+            start_server "$bin" "$log.server"
+            wrk -t"$t" -c"$c" -d"${WARMUP}s" --timeout 5s "http://$server_addr/" >/dev/null
+            cpu0=$(ticks "$server_pid")
+            wrk -t"$t" -c"$c" -d"${DURATION}s" --timeout 5s --latency "http://$server_addr/" >"$log"
+            cpu1=$(ticks "$server_pid")
+            stop_server
+            rps=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$log")
+            p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' "$log")")
+            errors=$(awk '/Socket errors:/ { gsub(/,/, ""); n += $4 + $6 + $8 + $10 }
+                          /Non-2xx/ { n += $5 } END { print n + 0 }' "$log")
+            cpu=$(awk -v d="$((cpu1 - cpu0))" -v hz="$hz" -v s="$DURATION" \
+                'BEGIN { printf "%.0f %%", 100 * d / hz / s }')
+            echo "| $c | $t | $name | $rps | $p99 ms | $cpu | $errors | $(cut -d' ' -f1 /proc/loadavg) |"
+        done
+    done
+done
+echo
+echo "== load average after HTTP: $(load)"
+echo
+
+echo "== echo: cargo bench --bench echo"
+cargo bench --quiet --bench echo -- --threads "$SERVER_THREADS" --connections "${CONNECTIONS// /,}"

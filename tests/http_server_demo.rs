@@ -1,0 +1,330 @@
+//! Runs the `http_server` example and talks HTTP/1.1 to it: exact
+//! responses, keep-alive, pipelining, bad input of several kinds, idle
+//! connections, many connections at once, and bad arguments.
+//!
+//! Every test starts its own server on a free port and waits for its
+//! `listening on ADDR` line; every wait is on a response or on the server
+//! closing a connection, bounded by the sockets' timeouts.
+
+mod server_util;
+
+use std::io::Read;
+use std::net::{Shutdown, TcpStream};
+use std::time::{Duration, Instant};
+
+use server_util::{assert_refused, read_to_close, send, Server};
+
+const SERVER: &str = "http_server";
+
+const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n";
+const HELLO: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+const HELLO_CLOSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nHello, World!";
+const NOT_FOUND: &[u8] =
+    b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 9\r\n\r\nNot Found";
+const BAD_REQUEST: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 11\r\nConnection: close\r\n\r\nBad Request";
+const HEAD_TOO_LARGE: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain\r\nContent-Length: 31\r\nConnection: close\r\n\r\nRequest Header Fields Too Large";
+
+/// Reads exactly `want.len()` bytes and checks they are `want`.
+fn expect(s: &mut TcpStream, want: &[u8]) {
+    let mut got = vec![0; want.len()];
+    if let Err(e) = s.read_exact(&mut got) {
+        panic!(
+            "reading a response of {} bytes: {e}; expected:\n{}",
+            want.len(),
+            String::from_utf8_lossy(want)
+        );
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(want),
+        "unexpected response"
+    );
+}
+
+/// One `GET /` on `s`, answered with [`HELLO`].
+fn hello(s: &mut TcpStream) {
+    send(s, GET);
+    expect(s, HELLO);
+}
+
+#[test]
+fn get_root_answers_200_hello_world_as_text_plain() {
+    let server = Server::start(SERVER, &[]);
+    let mut s = server.connect();
+    send(&mut s, GET);
+    let mut got = vec![0; HELLO.len()];
+    s.read_exact(&mut got).unwrap();
+
+    let mut headers = [httparse::EMPTY_HEADER; 8];
+    let mut resp = httparse::Response::new(&mut headers);
+    let head = match resp.parse(&got).expect("a valid HTTP response") {
+        httparse::Status::Complete(n) => n,
+        httparse::Status::Partial => panic!("incomplete response: {got:?}"),
+    };
+    assert_eq!(resp.version, Some(1));
+    assert_eq!(resp.code, Some(200));
+    assert_eq!(resp.reason, Some("OK"));
+    let header = |name: &str| {
+        resp.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| String::from_utf8_lossy(h.value).into_owned())
+    };
+    assert_eq!(header("content-type").as_deref(), Some("text/plain"));
+    assert_eq!(header("content-length").as_deref(), Some("13"));
+    assert_eq!(
+        header("connection"),
+        None,
+        "HTTP/1.1 keeps alive by default"
+    );
+    assert_eq!(&got[head..], b"Hello, World!");
+    assert_eq!(got, HELLO, "exact bytes");
+    server.stop();
+}
+
+#[test]
+fn anything_but_get_root_answers_404() {
+    let server = Server::start(SERVER, &[]);
+    let mut s = server.connect();
+    for req in [
+        &b"GET /index.html HTTP/1.1\r\nHost: test\r\n\r\n"[..],
+        b"GET /?q=1 HTTP/1.1\r\nHost: test\r\n\r\n",
+        b"HEAD / HTTP/1.1\r\nHost: test\r\n\r\n",
+        b"DELETE / HTTP/1.1\r\nHost: test\r\n\r\n",
+        // A body is skipped by its length: the connection stays usable.
+        b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello",
+    ] {
+        send(&mut s, req);
+        expect(&mut s, NOT_FOUND);
+    }
+    hello(&mut s);
+    server.stop();
+}
+
+#[test]
+fn keep_alive_serves_many_requests_on_one_connection_until_close() {
+    let server = Server::start(SERVER, &[]);
+    let mut s = server.connect();
+    for _ in 0..100 {
+        hello(&mut s);
+    }
+    send(
+        &mut s,
+        b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(
+        read_to_close(&mut s),
+        HELLO_CLOSE,
+        "the last response, then EOF"
+    );
+    server.stop();
+}
+
+#[test]
+fn http10_closes_unless_asked_to_keep_alive() {
+    let server = Server::start(SERVER, &[]);
+    let mut s = server.connect();
+    send(&mut s, b"GET / HTTP/1.0\r\n\r\n");
+    assert_eq!(read_to_close(&mut s), HELLO_CLOSE);
+
+    let mut s = server.connect();
+    send(&mut s, b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    expect(
+        &mut s,
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: keep-alive\r\n\r\nHello, World!",
+    );
+    hello(&mut s);
+    server.stop();
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let server = Server::start(SERVER, &[]);
+    let mut s = server.connect();
+    let (mut reqs, mut want) = (Vec::new(), Vec::new());
+    for i in 0..200 {
+        if i % 3 == 0 {
+            reqs.extend_from_slice(format!("GET /{i} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes());
+            want.extend_from_slice(NOT_FOUND);
+        } else {
+            reqs.extend_from_slice(GET);
+            want.extend_from_slice(HELLO);
+        }
+    }
+    send(&mut s, &reqs); // all at once: the server parses them from one buffer
+    expect(&mut s, &want);
+
+    // One request dribbled a byte at a time, then two at once.
+    for b in GET {
+        send(&mut s, std::slice::from_ref(b));
+    }
+    expect(&mut s, HELLO);
+    send(&mut s, &[GET, GET].concat());
+    expect(&mut s, &[HELLO, HELLO].concat());
+    server.stop();
+}
+
+#[test]
+fn garbage_closes_only_its_own_connection() {
+    let server = Server::start(SERVER, &[]);
+    let mut bystander = server.connect();
+    hello(&mut bystander);
+
+    for garbage in [
+        &b"\x00\x01\x02 not http at all\r\n\r\n"[..],
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"GET / HTTP/1.1\r\nBad Header Line\r\n\r\n",
+        b"GET / HTTP/1.1\r\nContent-Length: many\r\n\r\n",
+    ] {
+        let mut s = server.connect();
+        send(&mut s, garbage);
+        assert_eq!(
+            read_to_close(&mut s),
+            BAD_REQUEST,
+            "for {:?}",
+            String::from_utf8_lossy(garbage)
+        );
+    }
+    hello(&mut bystander);
+    hello(&mut server.connect());
+    server.stop();
+}
+
+#[test]
+fn oversized_heads_get_431_and_a_close() {
+    let server = Server::start(SERVER, &[]);
+    // A head that never ends, past 8 KiB.
+    let mut s = server.connect();
+    let mut req = b"GET / HTTP/1.1\r\n".to_vec();
+    while req.len() <= 9 * 1024 {
+        req.extend_from_slice(
+            b"X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+        );
+    }
+    send(&mut s, &req);
+    assert_eq!(read_to_close(&mut s), HEAD_TOO_LARGE);
+
+    // Too many headers.
+    let mut s = server.connect();
+    let mut req = b"GET / HTTP/1.1\r\n".to_vec();
+    for i in 0..40 {
+        req.extend_from_slice(format!("X-{i}: y\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"\r\n");
+    send(&mut s, &req);
+    assert_eq!(read_to_close(&mut s), HEAD_TOO_LARGE);
+
+    hello(&mut server.connect());
+    server.stop();
+}
+
+#[test]
+fn clients_that_close_mid_request_do_not_disturb_the_server() {
+    let server = Server::start(SERVER, &[]);
+    let mut bystander = server.connect();
+    hello(&mut bystander);
+    for i in 0..50 {
+        let mut s = server.connect();
+        send(&mut s, &GET[..1 + i % (GET.len() - 1)]);
+        drop(s); // closed with half a request sent
+    }
+    // Half a request, then the write side shut: the server sees the end of
+    // the stream and closes its side without answering.
+    let mut s = server.connect();
+    send(&mut s, b"GET / HTTP/1.1\r\nHo");
+    s.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_to_close(&mut s), b"");
+    // A pipeline cut short: the complete requests are answered.
+    let mut s = server.connect();
+    send(&mut s, &[GET, GET, &GET[..7]].concat());
+    s.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_to_close(&mut s), [HELLO, HELLO].concat());
+
+    hello(&mut bystander);
+    hello(&mut server.connect());
+    server.stop();
+}
+
+#[test]
+fn a_silent_client_is_closed_after_the_idle_timeout_while_others_are_served() {
+    let server = Server::start(SERVER, &["--idle-timeout", "1"]);
+    let mut silent = server.connect();
+    let start = Instant::now();
+    let mut busy = server.connect();
+    hello(&mut busy);
+    assert_eq!(read_to_close(&mut silent), b"", "closed without a response");
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900),
+        "closed after {waited:?}, before the 1 s idle timeout"
+    );
+    // A connection idle for less than the timeout between requests stays.
+    let mut s = server.connect();
+    for _ in 0..3 {
+        hello(&mut s);
+    }
+    server.stop();
+}
+
+#[test]
+fn many_connections_are_served_at_once() {
+    const N: usize = 500;
+    let server = Server::start(SERVER, &[]);
+    let mut conns: Vec<TcpStream> = (0..N).map(|_| server.connect()).collect();
+    for s in &mut conns {
+        send(s, GET);
+    }
+    for s in &mut conns {
+        expect(s, HELLO);
+    }
+    for s in &mut conns {
+        send(s, &[GET, GET].concat());
+    }
+    for s in &mut conns {
+        expect(s, &[HELLO, HELLO].concat());
+    }
+    server.stop();
+}
+
+#[test]
+fn bad_arguments_exit_with_code_2() {
+    for (args, says) in [
+        (&["--threads", "many"][..], "invalid value"),
+        (&["--threads", "5000"], "5000"),
+        (&["--threads=-1"], "--threads"),
+        (&["--addr", "nonsense"], "not an address"),
+        (&["--addr", "127.0.0.1"], "HOST:PORT"),
+        (&["--addr", "127.0.0.1:99999"], "not an address"),
+        (&["--idle-timeout", "0"], "--idle-timeout"),
+        (&["--no-such-flag"], "unexpected argument"),
+    ] {
+        assert_refused(SERVER, args, says);
+    }
+}
+
+#[test]
+fn an_address_in_use_exits_with_code_1() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = server_util::run(SERVER, &["--addr", &addr]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("cannot listen on") && stderr.contains(&addr),
+        "stderr:\n{stderr}"
+    );
+}
+
+#[test]
+fn help_lists_the_flags() {
+    let out = server_util::run(SERVER, &["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--addr", "--threads", "--idle-timeout", "listening on"] {
+        assert!(
+            help.contains(flag),
+            "--help does not mention {flag}:\n{help}"
+        );
+    }
+}
