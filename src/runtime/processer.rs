@@ -241,6 +241,24 @@ impl ProcLocal {
         }
     }
 
+    /// Out of work: take the readiness that is already there (the role
+    /// free, no waiting), before searching other Processers (Go's
+    /// `findRunnable` does the same). Returns whether it woke any task.
+    fn poll_io_now(&self) -> bool {
+        let Some(r) = self.sched.reactor_with_sources() else {
+            return false;
+        };
+        let Some(mut poller) = r.try_poll() else {
+            return false;
+        };
+        let mut woken = self.woken.borrow_mut();
+        poller.poll(Some(Duration::ZERO), &mut woken);
+        drop(poller);
+        let any = !woken.is_empty();
+        self.accept_woken(&mut woken);
+        any
+    }
+
     /// Queues the tasks a poll woke: here when this Processer may run them,
     /// else through the routing; then one sleeper is woken to steal.
     fn accept_woken(&self, woken: &mut Vec<Runnable>) {
@@ -491,7 +509,7 @@ impl ProcLocal {
             if self.sched.should_exit(self) {
                 break;
             }
-            if self.fire_timers() {
+            if self.fire_timers() || self.poll_io_now() {
                 continue;
             }
             if let Some(t) = self.find_work() {

@@ -79,7 +79,7 @@ use crate::runtime::task::Runnable;
 const EVENTS: usize = 1024;
 
 /// A busy Processer polls (without waiting) when nobody has for this long.
-pub(crate) const BUSY_POLL: Duration = Duration::from_micros(200);
+pub(crate) const BUSY_POLL: Duration = Duration::from_micros(50);
 
 /// The reactor of one scheduler.
 pub(crate) struct Reactor {
