@@ -18,6 +18,7 @@
 //! sched.shutdown();
 //! ```
 
+pub(crate) mod coop;
 pub(crate) mod source;
 
 use std::io;
@@ -47,6 +48,8 @@ pub fn wait_writable(fd: &impl AsFd, timeout: Option<Duration>) -> io::Result<()
 
 fn wait(fd: std::os::fd::RawFd, interest: Interest, timeout: Option<Duration>) -> io::Result<()> {
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // A descriptor that is always ready must not keep the thread either.
+    coop::spend();
     match Registration::for_current_task(fd) {
         Ok(Some(reg)) => reg.wait(interest, deadline),
         Ok(None) => poll_fd(fd, interest, deadline),
