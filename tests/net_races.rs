@@ -305,6 +305,116 @@ fn within<T>(rx: &mpsc::Receiver<T>, limit: Duration) -> Option<T> {
     rx.recv_timeout(limit).ok()
 }
 
+/// Tasks parked on sockets for many block timeouts, next to a task that
+/// keeps the Dispatcher sampling: neither the parked tasks nor the
+/// Processer waiting in the reactor count as a blocked thread, and no
+/// extra thread starts.
+#[test]
+fn tasks_parked_on_sockets_and_a_processer_waiting_in_the_reactor_are_never_blocked() {
+    let s = Scheduler::builder()
+        .min_threads(2)
+        .max_threads(4)
+        .name("notblocked")
+        .build()
+        .unwrap();
+    let mut peers = Vec::new();
+    let mut readers = Vec::new();
+    for _ in 0..100 {
+        let (a, b) = UnixStream::pair().unwrap();
+        peers.push(b);
+        readers.push(s.spawn(move || {
+            let mut got = Vec::new();
+            (&a).read_to_end(&mut got).unwrap();
+            got.len()
+        }));
+    }
+    wait_parked(&s, "the readers park");
+    // A task that yields for 30 block timeouts keeps the Dispatcher awake
+    // and sampling, while the other Processer waits in the reactor.
+    let spinner = s.spawn(|| {
+        let start = std::time::Instant::now();
+        let mut turns = 0u64;
+        while start.elapsed() < Duration::from_millis(300) {
+            gofer::yield_now();
+            turns += 1;
+        }
+        turns
+    });
+    assert!(spinner.join().unwrap() > 0);
+    let st = s.stats();
+    assert_eq!(st.blocked_detections, 0, "{st:?}");
+    assert_eq!(st.threads_started, 2, "{st:?}");
+    drop(peers);
+    for r in readers {
+        assert_eq!(r.join().unwrap(), 0);
+    }
+    s.shutdown();
+}
+
+/// One Processer is blocked in the kernel and the other is busy with a
+/// task that yields in a loop: nobody sleeps in the reactor, yet a task
+/// parked on a socket still wakes for each message, runs, and answers,
+/// long before the block ends.
+#[test]
+fn readiness_is_delivered_while_one_processer_is_blocked_and_the_other_busy() {
+    let s = Scheduler::builder()
+        .min_threads(2)
+        .max_threads(2)
+        .name("strand")
+        .build()
+        .unwrap();
+    const BLOCK: Duration = Duration::from_secs(2);
+    let (a, mut peer) = UnixStream::pair().unwrap();
+    let echo = s.spawn(move || {
+        let mut b = [0u8; 1];
+        let mut n = 0;
+        while (&a).read(&mut b).unwrap() == 1 {
+            (&a).write_all(&b).unwrap();
+            n += 1;
+        }
+        n
+    });
+    wait_parked(&s, "the echo task parks");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (started_tx, started_rx) = mpsc::channel();
+    let blocker = {
+        let started_tx = started_tx.clone();
+        s.spawn(move || {
+            started_tx.send(()).unwrap();
+            std::thread::sleep(BLOCK);
+        })
+    };
+    let spinner = {
+        let stop = stop.clone();
+        s.spawn(move || {
+            started_tx.send(()).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                gofer::yield_now();
+            }
+        })
+    };
+    recv(&started_rx, "one of blocker and spinner starts");
+    recv(&started_rx, "the other starts");
+    let t0 = std::time::Instant::now();
+    for i in 0..20u8 {
+        peer.write_all(&[i]).unwrap();
+        let mut b = [0u8; 1];
+        peer.read_exact(&mut b).unwrap();
+        assert_eq!(b[0], i);
+    }
+    let took = t0.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        took < BLOCK / 2,
+        "20 round trips took {took:?}: readiness waited for the blocked Processer"
+    );
+    drop(peer);
+    assert_eq!(echo.join().unwrap(), 20);
+    spinner.join().unwrap();
+    blocker.join().unwrap();
+    s.shutdown();
+}
+
 const OTHER_SCHED: &str =
     "a_socket_first_waited_on_by_a_scheduler_that_shut_down_still_wakes_another_schedulers_task";
 

@@ -318,6 +318,57 @@ fn a_peer_that_closes_wakes_a_parked_reader_with_end_of_stream() {
     s.shutdown();
 }
 
+/// The peer resets the connection (`SO_LINGER` 0, then close): a task
+/// parked reading wakes with `ConnectionReset`.
+#[test]
+fn a_peer_that_resets_wakes_a_parked_reader_with_connection_reset() {
+    let s = sched("peer-rst", 1);
+    let (c, server_side) = pair();
+    let (tx, rx) = mpsc::channel();
+    s.spawn(move || {
+        let mut c = c;
+        tx.send(c.read(&mut [0u8; 16]).map_err(|e| e.kind()))
+            .unwrap();
+    });
+    wait_parked(&s, "the reader parks");
+    socket2::SockRef::from(&server_side)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(server_side);
+    assert_eq!(
+        recv(&rx, "the parked reader wakes"),
+        Err(ErrorKind::ConnectionReset)
+    );
+    s.shutdown();
+}
+
+/// A task parked writing into a full connection wakes with an error when
+/// the peer goes away, instead of waiting for room that never comes.
+#[test]
+fn a_writer_parked_on_a_full_connection_wakes_with_an_error_when_the_peer_closes() {
+    let s = sched("peer-gone-w", 1);
+    let (c, server_side) = pair();
+    let (tx, rx) = mpsc::channel();
+    s.spawn(move || {
+        let chunk = vec![9u8; 64 * 1024];
+        let r = loop {
+            if let Err(e) = (&c).write(&chunk) {
+                break e.kind();
+            }
+        };
+        tx.send(r).unwrap();
+    });
+    wait_parked(&s, "the writer parks on a full connection");
+    // Unread data makes the close a reset.
+    drop(server_side);
+    let kind = recv(&rx, "the parked writer wakes");
+    assert!(
+        matches!(kind, ErrorKind::ConnectionReset | ErrorKind::BrokenPipe),
+        "{kind:?}"
+    );
+    s.shutdown();
+}
+
 // ------------------------------------------------------------ connect and bind errors
 
 /// An address nobody listens on: a port bound and then closed.
