@@ -500,3 +500,72 @@ fn readiness_is_not_stranded_when_the_processer_holding_the_poller_role_retires(
     }
     in_child(RETIRED_POLLER, "retired-poller");
 }
+
+const TRANSIENT: &str =
+    "readiness_is_not_stranded_when_a_processer_goes_to_sleep_while_another_thread_polls";
+
+/// The poller role is also held for a moment by whoever polls without
+/// waiting: the Dispatcher (when every Processer has been busy for two
+/// intervals) and busy Processers. A Processer that goes to sleep in that
+/// moment finds the role taken and sleeps on its futex; if the other one
+/// already sleeps there too, nobody is left waiting in the reactor.
+///
+/// Here a task burns 150-550 us of CPU without switching (so the
+/// Dispatcher polls), then parks, over and over, while a thread does
+/// round trips with an echo task. Every message must be answered; a
+/// stranded one shows as a read that times out after 2 s. A stress test:
+/// it runs for up to 60 s, and stranded in 3 runs of 4 here (after 3 to
+/// 50 s). Making a Processer that finds the role taken re-check every
+/// 5 ms instead of sleeping without limit made the strands go away.
+#[test]
+#[ignore = "gofer bug: a Processer that finds the poller role briefly taken sleeps on its futex, and nobody polls"]
+fn readiness_is_not_stranded_when_a_processer_goes_to_sleep_while_another_thread_polls() {
+    if child_scenario().as_deref() == Some("transient") {
+        let s = sched("transient", 2);
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let echo = s.spawn(move || {
+            let mut buf = [0u8; 1];
+            while (&a).read(&mut buf).unwrap() == 1 {
+                (&a).write_all(&buf).unwrap();
+            }
+        });
+        let (tx, rx) = gofer::chan::bounded::<u64>(0);
+        let hog = s.spawn(move || {
+            while let Ok(us) = rx.recv() {
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_micros(us) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let start = std::time::Instant::now();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut round = 0u64;
+        while start.elapsed() < Duration::from_secs(60) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            tx.send(150 + rng % 400).unwrap();
+            // Let the hog's end and our message race.
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_micros(rng % 600) {
+                std::hint::spin_loop();
+            }
+            b.write_all(b"x").unwrap();
+            let mut buf = [0u8; 1];
+            if let Err(e) = b.read_exact(&mut buf) {
+                panic!("STRANDED at round {round} ({e}): {:?}", s.stats());
+            }
+            round += 1;
+        }
+        drop(tx);
+        drop(b);
+        echo.join().unwrap();
+        hog.join().unwrap();
+        s.shutdown();
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(TRANSIENT, "transient");
+}
