@@ -302,6 +302,29 @@ fn shutdown_both_of_a_clone_wakes_a_task_parked_reading_the_other() {
     shutdown_of_a_clone_wakes_the_reader(Shutdown::Both);
 }
 
+/// A task parks writing into a full connection; the write side is shut
+/// down on a clone: the writer wakes with `BrokenPipe`, as std's would.
+#[test]
+fn shutdown_write_of_a_clone_wakes_a_task_parked_writing_the_other() {
+    let s = sched("shut-w", 1);
+    let (c, _server_side) = pair();
+    let clone = c.try_clone().unwrap();
+    let (tx, rx) = mpsc::channel();
+    s.spawn(move || {
+        let chunk = vec![2u8; 64 * 1024];
+        let r = loop {
+            if let Err(e) = (&c).write(&chunk) {
+                break e.kind();
+            }
+        };
+        tx.send(r).unwrap();
+    });
+    wait_parked(&s, "the writer parks on a full connection");
+    clone.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(recv(&rx, "the parked writer wakes"), ErrorKind::BrokenPipe);
+    s.shutdown();
+}
+
 #[test]
 fn a_peer_that_closes_wakes_a_parked_reader_with_end_of_stream() {
     let s = sched("peer-close", 1);
