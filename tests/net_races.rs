@@ -569,3 +569,51 @@ fn readiness_is_not_stranded_when_a_processer_goes_to_sleep_while_another_thread
     }
     in_child(TRANSIENT, "transient");
 }
+
+const BLOCK_ON: &str =
+    "a_task_parked_on_a_socket_still_wakes_after_a_block_on_that_waited_on_io_returns";
+
+/// `block_on`'s caller thread takes the poller role when its root task
+/// waits on a socket. Meanwhile a task of the scheduler parks on another
+/// socket, and its Processer, finding the role taken, sleeps on its
+/// futex. The root wakes, `block_on` returns, and the caller thread
+/// leaves with the role: nobody waits in the reactor any more. The other
+/// task must still wake when its data comes. Two thousand rounds; every
+/// run here stranded, after 30 to 1,300 rounds.
+#[test]
+#[ignore = "gofer bug: a block_on caller leaving with the poller role strands the other Processers' readiness"]
+fn a_task_parked_on_a_socket_still_wakes_after_a_block_on_that_waited_on_io_returns() {
+    if child_scenario().as_deref() == Some("block-on") {
+        let s = Scheduler::builder()
+            .min_threads(1)
+            .max_threads(2)
+            .name("blkio")
+            .build()
+            .unwrap();
+        for round in 0..2000 {
+            let (a1, mut b1) = UnixStream::pair().unwrap();
+            let (a2, mut b2) = UnixStream::pair().unwrap();
+            let on_core = reader(&s, Arc::new(a2));
+            // Answer the root from a thread, once it has had time to park.
+            let answer = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_micros(200));
+                b1.write_all(b"x").unwrap();
+                b1
+            });
+            s.block_on(move || {
+                let mut b = [0u8; 1];
+                (&a1).read_exact(&mut b).unwrap();
+            });
+            let _b1 = answer.join().unwrap();
+            b2.write_all(b"y").unwrap();
+            match within(&on_core, Duration::from_secs(3)) {
+                Some(r) => assert_eq!(r, Ok(b"y".to_vec())),
+                None => panic!("STRANDED at round {round}: {:?}", s.stats()),
+            }
+        }
+        s.shutdown();
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(BLOCK_ON, "block-on");
+}
