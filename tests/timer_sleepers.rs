@@ -217,3 +217,45 @@ fn a_sleeper_whose_processer_blocks_in_the_kernel_still_wakes_on_time() {
     assert!(late <= Duration::from_millis(250), "lateness {late:?}");
     assert!(st.blocked_detections >= 1, "the block was seen");
 }
+
+/// The only core Processer is blocked in the kernel, so a sleeper runs on
+/// an extra Processer, which has no timer queue of its own: its timer goes
+/// to the blocked Processer's queue, and it must still wake on time.
+#[test]
+fn a_sleeper_on_an_extra_processer_wakes_on_time_while_the_core_one_is_blocked() {
+    let _turn = one_at_a_time();
+    let s = Scheduler::builder()
+        .min_threads(1)
+        .max_threads(2)
+        .name("textra")
+        .build()
+        .unwrap();
+    const BLOCK: Duration = Duration::from_secs(1);
+    const NAP: Duration = Duration::from_millis(20);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let blocker = s.spawn(move || {
+        started_tx.send(Instant::now()).unwrap();
+        std::thread::sleep(BLOCK);
+    });
+    let block_start = started_rx.recv().unwrap();
+    // Queued behind the blocked Processer: rescued onto an extra one.
+    let sleeper = s.spawn(|| {
+        let on = common::thread_name();
+        let deadline = Instant::now() + NAP;
+        gofer::sleep_until(deadline);
+        (on, Instant::now(), deadline)
+    });
+    let (slept_on, woke, deadline) = sleeper.join().unwrap();
+    blocker.join().unwrap();
+    s.shutdown();
+    let late = woke.duration_since(deadline);
+    eprintln!("sleeper on {slept_on} while the core Processer is blocked: {late:?} late");
+    assert_ne!(slept_on, "textra-0", "it ran on the blocked Processer");
+    assert!(woke >= deadline);
+    assert!(
+        woke < block_start + BLOCK / 2,
+        "it woke only {:?} into a {BLOCK:?} block",
+        woke.duration_since(block_start)
+    );
+    assert!(late <= Duration::from_millis(250), "lateness {late:?}");
+}
