@@ -156,8 +156,10 @@ impl<T: AsFd> Source<T> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let io = self.get_ref();
         // Every operation spends from the task's budget, which a wait
-        // refills (see `coop.rs`).
-        coop::spend();
+        // refills (see `coop.rs`); a non-blocking one never switches.
+        if !self.is_nonblocking() {
+            coop::spend();
+        }
         loop {
             // What the reactor last said, taken before the attempt so an
             // event that lands during it is not cleared away.
