@@ -14,6 +14,10 @@
 //!
 //! A read or write timeout becomes the deadline of the wait, and an expired
 //! one is `ErrorKind::TimedOut`.
+//!
+//! An operation that never has to wait still yields the thread now and
+//! then (`coop.rs`), so a task whose socket is always ready cannot keep
+//! its thread from the other tasks.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -23,6 +27,7 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
+use super::coop;
 use crate::runtime::io::{poll_fd, Interest, Registration};
 
 /// A timeout kept in an atomic: nanoseconds, 0 meaning none.
@@ -150,6 +155,11 @@ impl<T: AsFd> Source<T> {
     ) -> io::Result<R> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let io = self.get_ref();
+        // Every operation spends from the task's budget, which a wait
+        // refills (see `coop.rs`); a non-blocking one never switches.
+        if !self.is_nonblocking() {
+            coop::spend();
+        }
         loop {
             // What the reactor last said, taken before the attempt so an
             // event that lands during it is not cleared away.
@@ -157,6 +167,7 @@ impl<T: AsFd> Source<T> {
             if let (Some(r), Some(ev)) = (self.reg.get(), seen) {
                 if !ev.is_ready() && !self.is_nonblocking() {
                     r.wait(interest, deadline)?;
+                    coop::refill();
                     continue;
                 }
             }
@@ -171,6 +182,7 @@ impl<T: AsFd> Source<T> {
                         continue;
                     }
                     self.wait_first(interest, deadline)?;
+                    coop::refill();
                 }
                 other => return other,
             }

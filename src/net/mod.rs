@@ -43,6 +43,11 @@
 //!   socket, a file, a pipe read with `std::io`) still blocks the thread;
 //!   use [`gofer::io::wait_readable`](crate::io::wait_readable) for other
 //!   descriptors.
+//! - An operation that does not have to wait may still switch: after 128
+//!   in a row without a wait, the next one yields the thread first, so a
+//!   task whose socket is always ready (a deep accept queue, a fast peer)
+//!   cannot keep the other tasks of its thread waiting. Sockets in
+//!   non-blocking mode never switch.
 
 mod tcp;
 mod udp;

@@ -1,0 +1,672 @@
+//! The races of the IO manager: descriptor numbers reused after a close,
+//! clones dropped under a parked task, registrations churned while their
+//! events are in flight, and a scheduler shut down (or dropped) with tasks
+//! parked on sockets.
+//!
+//! Scenarios that could hang or crash run in a child process with a
+//! watchdog.
+
+mod common;
+mod net_common;
+
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use common::{child_scenario, describe, run_child_watched, wait_until, PATIENCE};
+use gofer::net::unix::UnixStream;
+use gofer::net::TcpListener;
+use gofer::{Scheduler, ShutdownError};
+use net_common::{recv, sched, wait_parked};
+
+/// Runs `scenario` of `test` in a child with a watchdog; it must print
+/// CHILD-OK and exit 0.
+fn in_child(test: &str, scenario: &str) {
+    let out = run_child_watched(test, scenario, &[], Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("{test}: the child hung (killed by the watchdog)"));
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),
+        "{}",
+        describe(&out)
+    );
+}
+
+/// A task reading `s` into a channel: `Ok(bytes)` (empty at end of stream)
+/// or the error kind.
+fn reader(
+    sched: &Scheduler,
+    s: Arc<UnixStream>,
+) -> mpsc::Receiver<Result<Vec<u8>, std::io::ErrorKind>> {
+    let (tx, rx) = mpsc::channel();
+    sched.spawn(move || {
+        let mut buf = [0u8; 64];
+        let r = (&*s).read(&mut buf).map(|n| buf[..n].to_vec());
+        tx.send(r.map_err(|e| e.kind())).unwrap();
+    });
+    rx
+}
+
+// ------------------------------------------------------------ descriptor reuse
+
+const FD_REUSE: &str = "a_reused_descriptor_number_never_wakes_the_new_owners_task";
+
+/// A socket is registered (a task waited on it) and dropped; a new socket
+/// gets its descriptor number and a task parks on it. The old socket lives
+/// on through a clone and sees traffic and a hang-up: none of that wakes
+/// the new owner's task, which wakes for its own data only, and the clone
+/// keeps working.
+///
+/// In a child process: other tests' descriptors would take the number.
+#[test]
+fn a_reused_descriptor_number_never_wakes_the_new_owners_task() {
+    if child_scenario().as_deref() != Some("fd-reuse") {
+        return in_child(FD_REUSE, "fd-reuse");
+    }
+    let s = sched("fdreuse", 1);
+    let (a, mut a_peer) = UnixStream::pair().unwrap();
+    let a_clone = Arc::new(a.try_clone().unwrap());
+    let old_fd = a.as_raw_fd();
+    let a = Arc::new(a);
+    let first = reader(&s, a.clone());
+    wait_parked(&s, "a reader parks on the old socket");
+    a_peer.write_all(b"1").unwrap();
+    assert_eq!(recv(&first, "the old reader wakes"), Ok(b"1".to_vec()));
+    // Drop it: deregistered, its number closed (the socket stays open
+    // through the clone). The finished reader's closure lets go of its
+    // share when its Processer collects it.
+    wait_until("the first reader lets go of the socket", || {
+        Arc::strong_count(&a) == 1
+    });
+    drop(a);
+    // Open sockets until one gets the old number (the lowest free one;
+    // keep the misses open).
+    let mut misses = Vec::new();
+    let (c, mut c_peer) = loop {
+        let (x, y) = UnixStream::pair().unwrap();
+        if x.as_raw_fd() == old_fd {
+            break (x, y);
+        }
+        if y.as_raw_fd() == old_fd {
+            break (y, x);
+        }
+        misses.push((x, y));
+        assert!(misses.len() < 16, "descriptor {old_fd} never came back");
+    };
+    let c = Arc::new(c);
+    let new_reader = reader(&s, c.clone());
+    // A witness parked on a third socket, to know when the reactor has
+    // delivered what came before its own event.
+    let (w, mut w_peer) = UnixStream::pair().unwrap();
+    let witness = reader(&s, Arc::new(w));
+    wait_parked(&s, "the new owner and the witness park");
+    // Traffic and a hang-up on the old socket.
+    a_peer.write_all(b"stale").unwrap();
+    a_peer.shutdown(std::net::Shutdown::Both).unwrap();
+    w_peer.write_all(b"w").unwrap();
+    assert_eq!(recv(&witness, "the witness wakes"), Ok(b"w".to_vec()));
+    wait_parked(&s, "the scheduler goes quiet again");
+    assert!(
+        new_reader.try_recv().is_err(),
+        "the new owner's task woke with the old socket's events"
+    );
+    c_peer.write_all(b"new").unwrap();
+    assert_eq!(
+        recv(&new_reader, "the new owner wakes"),
+        Ok(b"new".to_vec())
+    );
+    // The old socket, through its clone: its data, then its end.
+    let old = reader(&s, a_clone.clone());
+    assert_eq!(recv(&old, "the clone reads"), Ok(b"stale".to_vec()));
+    let old = reader(&s, a_clone);
+    assert_eq!(recv(&old, "the clone sees the end"), Ok(Vec::new()));
+    drop(misses);
+    s.shutdown();
+    println!("CHILD-OK");
+}
+
+/// Two handles of one connection, each registered; a task parks on one,
+/// the other is dropped (deregistered and closed): the task stays parked
+/// until its own data comes.
+#[test]
+fn a_task_parked_on_a_clone_stays_parked_when_another_clone_is_dropped() {
+    let s = sched("clonedrop", 1);
+    let (a, mut peer) = UnixStream::pair().unwrap();
+    let a = Arc::new(a);
+    let b = Arc::new(a.try_clone().unwrap());
+    // Register the clone `b` too: a task waits on it once.
+    let on_b = reader(&s, b.clone());
+    wait_parked(&s, "a reader parks on the clone");
+    peer.write_all(b"b").unwrap();
+    assert_eq!(recv(&on_b, "the clone's reader wakes"), Ok(b"b".to_vec()));
+    let on_a = reader(&s, a.clone());
+    let (w, mut w_peer) = UnixStream::pair().unwrap();
+    let witness = reader(&s, Arc::new(w));
+    wait_parked(&s, "the reader on `a` and the witness park");
+    wait_until("the clone's reader lets go of it", || {
+        Arc::strong_count(&b) == 1
+    });
+    drop(b);
+    w_peer.write_all(b"w").unwrap();
+    assert_eq!(recv(&witness, "the witness wakes"), Ok(b"w".to_vec()));
+    wait_parked(&s, "the scheduler goes quiet again");
+    assert!(
+        on_a.try_recv().is_err(),
+        "dropping a clone woke the task parked on the other handle"
+    );
+    peer.write_all(b"a").unwrap();
+    assert_eq!(recv(&on_a, "the reader on `a` wakes"), Ok(b"a".to_vec()));
+    s.shutdown();
+}
+
+/// Rounds of: `TASKS` tasks register fresh sockets and park; a thread
+/// writes to each peer and hangs up at once while the tasks wake, read
+/// and drop their sockets, so that numbers are reused while events for
+/// their old owners may still be in a poll. Every task must read exactly
+/// its own data; a task that never wakes fails the round.
+fn churn(threads: usize, rounds: usize) {
+    let s = sched("churn", threads);
+    const TASKS: usize = 32;
+    for round in 0..rounds {
+        let (parked_tx, parked_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel();
+        let mut peers = Vec::new();
+        for i in 0..TASKS {
+            let (mine, peer) = UnixStream::pair().unwrap();
+            peers.push(peer);
+            let (parked_tx, done_tx) = (parked_tx.clone(), done_tx.clone());
+            s.spawn(move || {
+                parked_tx.send(()).unwrap();
+                let mut got = Vec::new();
+                (&mine).read_to_end(&mut got).expect("read");
+                drop(mine);
+                done_tx.send((i, got)).unwrap();
+            });
+        }
+        for _ in 0..TASKS {
+            recv(&parked_rx, "a task starts");
+        }
+        let writer = std::thread::spawn(move || {
+            for (i, mut p) in peers.into_iter().enumerate() {
+                p.write_all(format!("{round}/{i}").as_bytes()).unwrap();
+            }
+        });
+        for _ in 0..TASKS {
+            match within(&done_rx, Duration::from_secs(10)) {
+                Some((i, got)) => assert_eq!(
+                    String::from_utf8_lossy(&got),
+                    format!("{round}/{i}"),
+                    "a task read another's data"
+                ),
+                None => panic!("STRANDED in round {round}: {:?}", s.stats()),
+            }
+        }
+        writer.join().unwrap();
+    }
+    s.shutdown();
+}
+
+const CHURN: &str =
+    "registrations_churned_while_their_events_are_in_flight_wake_only_their_own_tasks";
+
+/// [`churn`] on one Processer: descriptor numbers reused while events for
+/// their old owners are in flight; every task reads exactly its own data,
+/// nothing crashes or hangs.
+#[test]
+fn registrations_churned_while_their_events_are_in_flight_wake_only_their_own_tasks() {
+    if child_scenario().as_deref() == Some("churn") {
+        churn(1, 300);
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(CHURN, "churn");
+}
+
+const CHURN2: &str = "registrations_churned_on_two_processers_wake_every_task";
+
+/// [`churn`] on two Processers, where one may go to sleep while the other
+/// holds the poller role for a poll that does not wait (the race of
+/// `readiness_is_not_stranded_when_a_processer_goes_to_sleep_while_another_thread_polls`):
+/// a round whose task never wakes fails it. 20,000 rounds; a run of 200
+/// hung once in some thirty here, and runs of 20,000 strand about one in
+/// five (a whole round's 32 tasks, both Processers asleep on their futex).
+#[test]
+#[ignore = "gofer bug: a Processer that finds the poller role briefly taken sleeps on its futex, and nobody polls"]
+fn registrations_churned_on_two_processers_wake_every_task() {
+    if child_scenario().as_deref() == Some("churn2") {
+        churn(2, 20_000);
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(CHURN2, "churn2");
+}
+
+// ------------------------------------------------------------ shutdown
+
+const PARKED_SHUTDOWN: &str =
+    "shutdown_timeout_reports_tasks_parked_on_sockets_and_they_can_still_be_released";
+
+/// Tasks parked on sockets at shutdown: `shutdown_timeout` reports them
+/// alive (neither hangs nor crashes, and frees nothing under them), they
+/// still wake when their peers close, and the scheduler then shuts down.
+#[test]
+fn shutdown_timeout_reports_tasks_parked_on_sockets_and_they_can_still_be_released() {
+    if child_scenario().as_deref() == Some("parked-shutdown") {
+        let s = sched("pshut", 2);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        const PARKED: usize = 20;
+        let mut peers = Vec::new();
+        let mut handles = Vec::new();
+        for i in 0..PARKED {
+            let (a, b) = UnixStream::pair().unwrap();
+            peers.push(b);
+            handles.push(s.spawn(move || {
+                // Something on this task's stack that must survive.
+                let marker = [i as u8; 256];
+                let mut got = Vec::new();
+                (&a).read_to_end(&mut got).expect("read");
+                assert!(marker.iter().all(|m| *m == i as u8));
+                got
+            }));
+        }
+        // One more parked in accept.
+        let acceptor = s.spawn(move || l.accept().map(|(_, p)| p).map_err(|e| e.kind()));
+        wait_parked(&s, "every task parks");
+        let e = s
+            .shutdown_timeout(Duration::from_millis(200))
+            .expect_err("tasks are parked on sockets");
+        match e {
+            ShutdownError::TimedOut { alive, waited } => {
+                assert_eq!(alive, PARKED + 1, "{e}");
+                assert!(waited >= Duration::from_millis(200));
+            }
+            other => panic!("{other}"),
+        }
+        // Spawning from outside is refused now; the parked tasks live on.
+        assert!(gofer::Builder::new().scheduler(&s).spawn(|| ()).is_err());
+        for (i, mut p) in peers.into_iter().enumerate() {
+            p.write_all(&[i as u8; 3]).unwrap();
+        }
+        let client = std::net::TcpStream::connect(addr).unwrap();
+        for (i, h) in handles.into_iter().enumerate() {
+            assert_eq!(h.join().unwrap(), vec![i as u8; 3]);
+        }
+        assert_eq!(acceptor.join().unwrap(), Ok(client.local_addr().unwrap()));
+        s.shutdown_timeout(PATIENCE)
+            .expect("every task has finished");
+        assert_eq!(s.stats().alive, 0);
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(PARKED_SHUTDOWN, "parked-shutdown");
+}
+
+const DETACHED: &str =
+    "a_detached_scheduler_with_tasks_parked_on_sockets_exits_once_they_are_released";
+
+/// The last handle dropped while tasks are parked on sockets: the threads
+/// stay for them, the tasks wake when their peers close, and then every
+/// thread exits.
+#[test]
+fn a_detached_scheduler_with_tasks_parked_on_sockets_exits_once_they_are_released() {
+    if child_scenario().as_deref() == Some("detached") {
+        let s = sched("pdetach", 2);
+        let (tx, rx) = mpsc::channel();
+        let mut peers = Vec::new();
+        for _ in 0..10 {
+            let (a, b) = UnixStream::pair().unwrap();
+            peers.push(b);
+            let tx = tx.clone();
+            s.spawn(move || {
+                let mut got = Vec::new();
+                (&a).read_to_end(&mut got).expect("read");
+                tx.send(got.len()).unwrap();
+            });
+        }
+        wait_parked(&s, "every task parks");
+        drop(s);
+        assert!(
+            !common::live_threads_named("pdetach-").is_empty(),
+            "the threads stay while tasks are parked"
+        );
+        drop(peers);
+        for _ in 0..10 {
+            assert_eq!(recv(&rx, "a released task ends"), 0);
+        }
+        wait_until("every thread of the detached scheduler exits", || {
+            common::live_threads_named("pdetach").is_empty()
+        });
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(DETACHED, "detached");
+}
+
+// ------------------------------------------------------------ who polls
+
+/// Waits up to `limit` for `rx`; `None` if nothing came (the task is
+/// stranded: parked with its readiness undelivered).
+fn within<T>(rx: &mpsc::Receiver<T>, limit: Duration) -> Option<T> {
+    rx.recv_timeout(limit).ok()
+}
+
+/// Tasks parked on sockets for many block timeouts, next to a task that
+/// keeps the Dispatcher sampling: neither the parked tasks nor the
+/// Processer waiting in the reactor count as a blocked thread, and no
+/// extra thread starts.
+#[test]
+fn tasks_parked_on_sockets_and_a_processer_waiting_in_the_reactor_are_never_blocked() {
+    let s = Scheduler::builder()
+        .min_threads(2)
+        .max_threads(4)
+        .name("notblocked")
+        .build()
+        .unwrap();
+    let mut peers = Vec::new();
+    let mut readers = Vec::new();
+    for _ in 0..100 {
+        let (a, b) = UnixStream::pair().unwrap();
+        peers.push(b);
+        readers.push(s.spawn(move || {
+            let mut got = Vec::new();
+            (&a).read_to_end(&mut got).unwrap();
+            got.len()
+        }));
+    }
+    wait_parked(&s, "the readers park");
+    // A task that yields for 30 block timeouts keeps the Dispatcher awake
+    // and sampling, while the other Processer waits in the reactor.
+    let spinner = s.spawn(|| {
+        let start = std::time::Instant::now();
+        let mut turns = 0u64;
+        while start.elapsed() < Duration::from_millis(300) {
+            gofer::yield_now();
+            turns += 1;
+        }
+        turns
+    });
+    assert!(spinner.join().unwrap() > 0);
+    let st = s.stats();
+    assert_eq!(st.blocked_detections, 0, "{st:?}");
+    assert_eq!(st.threads_started, 2, "{st:?}");
+    drop(peers);
+    for r in readers {
+        assert_eq!(r.join().unwrap(), 0);
+    }
+    s.shutdown();
+}
+
+/// One Processer is blocked in the kernel and the other is busy with a
+/// task that yields in a loop: nobody sleeps in the reactor, yet a task
+/// parked on a socket still wakes for each message, runs, and answers,
+/// long before the block ends.
+#[test]
+fn readiness_is_delivered_while_one_processer_is_blocked_and_the_other_busy() {
+    let s = Scheduler::builder()
+        .min_threads(2)
+        .max_threads(2)
+        .name("strand")
+        .build()
+        .unwrap();
+    const BLOCK: Duration = Duration::from_secs(2);
+    let (a, mut peer) = UnixStream::pair().unwrap();
+    let echo = s.spawn(move || {
+        let mut b = [0u8; 1];
+        let mut n = 0;
+        while (&a).read(&mut b).unwrap() == 1 {
+            (&a).write_all(&b).unwrap();
+            n += 1;
+        }
+        n
+    });
+    wait_parked(&s, "the echo task parks");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (started_tx, started_rx) = mpsc::channel();
+    let blocker = {
+        let started_tx = started_tx.clone();
+        s.spawn(move || {
+            started_tx.send(()).unwrap();
+            std::thread::sleep(BLOCK);
+        })
+    };
+    let spinner = {
+        let stop = stop.clone();
+        s.spawn(move || {
+            started_tx.send(()).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                gofer::yield_now();
+            }
+        })
+    };
+    recv(&started_rx, "one of blocker and spinner starts");
+    recv(&started_rx, "the other starts");
+    let t0 = std::time::Instant::now();
+    for i in 0..20u8 {
+        peer.write_all(&[i]).unwrap();
+        let mut b = [0u8; 1];
+        peer.read_exact(&mut b).unwrap();
+        assert_eq!(b[0], i);
+    }
+    let took = t0.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        took < BLOCK / 2,
+        "20 round trips took {took:?}: readiness waited for the blocked Processer"
+    );
+    drop(peer);
+    assert_eq!(echo.join().unwrap(), 20);
+    spinner.join().unwrap();
+    blocker.join().unwrap();
+    s.shutdown();
+}
+
+const OTHER_SCHED: &str =
+    "a_socket_first_waited_on_by_a_scheduler_that_shut_down_still_wakes_another_schedulers_task";
+
+/// A socket is registered with the reactor of the first scheduler whose
+/// task waits on it, and tasks of any scheduler may then wait on it. When
+/// that first scheduler has shut down (its handle still held), nobody
+/// polls its reactor any more: a task of another scheduler waiting on the
+/// socket must still wake when data comes.
+#[test]
+#[ignore = "gofer bug: a task parks on the reactor of a scheduler that has shut down, which nobody polls"]
+fn a_socket_first_waited_on_by_a_scheduler_that_shut_down_still_wakes_another_schedulers_task() {
+    if child_scenario().as_deref() == Some("other-sched") {
+        let first = sched("first", 1);
+        let second = sched("second", 1);
+        let (a, mut peer) = UnixStream::pair().unwrap();
+        let a = Arc::new(a);
+        let on_first = reader(&first, a.clone());
+        wait_parked(&first, "a task of the first scheduler parks");
+        peer.write_all(b"1").unwrap();
+        assert_eq!(recv(&on_first, "it wakes"), Ok(b"1".to_vec()));
+        first.shutdown();
+        let on_second = reader(&second, a.clone());
+        wait_parked(&second, "a task of the second scheduler parks");
+        peer.write_all(b"2").unwrap();
+        match within(&on_second, Duration::from_secs(5)) {
+            Some(r) => assert_eq!(r, Ok(b"2".to_vec())),
+            None => panic!("STRANDED: the second scheduler's task never woke"),
+        }
+        second.shutdown();
+        drop(first);
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(OTHER_SCHED, "other-sched");
+}
+
+const RETIRED_POLLER: &str =
+    "readiness_is_not_stranded_when_the_processer_holding_the_poller_role_retires";
+
+/// Only one idle Processer waits in the reactor (the poller role); the
+/// others sleep on their futex. Here the one in the reactor is an extra
+/// Processer, and it retires after `idle_thread_timeout` while the core
+/// Processer sleeps on its futex with a task parked on a socket: that
+/// task must still wake when its data comes.
+///
+/// To get there: a blocker holds the core Processer in the kernel, so the
+/// Dispatcher starts an extra one, which runs the reader (it parks on its
+/// socket) and then, idle, takes the poller role; the blocker ends, and
+/// the core Processer, finding the role taken, sleeps on its futex.
+#[test]
+#[ignore = "gofer bug: a retiring poller leaves the other Processers asleep on their futex, nobody polls"]
+fn readiness_is_not_stranded_when_the_processer_holding_the_poller_role_retires() {
+    if child_scenario().as_deref() == Some("retired-poller") {
+        let s = Scheduler::builder()
+            .min_threads(1)
+            .max_threads(2)
+            .idle_thread_timeout(Duration::from_millis(500))
+            .name("retire")
+            .build()
+            .unwrap();
+        let (a, mut peer) = UnixStream::pair().unwrap();
+        let (started_tx, started_rx) = mpsc::channel();
+        let blocker = s.spawn(move || {
+            started_tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        });
+        recv(&started_rx, "the blocker starts");
+        // Queued behind the blocked core Processer: rescued onto an extra.
+        let on_extra = reader(&s, Arc::new(a));
+        blocker.join().unwrap();
+        wait_until("the extra Processer retires", || {
+            s.stats().threads_retired == 1
+        });
+        wait_parked(&s, "the core Processer sleeps");
+        peer.write_all(b"x").unwrap();
+        match within(&on_extra, Duration::from_secs(5)) {
+            Some(r) => assert_eq!(r, Ok(b"x".to_vec())),
+            None => panic!("STRANDED: the reader never woke after the poller retired"),
+        }
+        s.shutdown();
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(RETIRED_POLLER, "retired-poller");
+}
+
+const TRANSIENT: &str =
+    "readiness_is_not_stranded_when_a_processer_goes_to_sleep_while_another_thread_polls";
+
+/// The poller role is also held for a moment by whoever polls without
+/// waiting: the Dispatcher (when every Processer has been busy for two
+/// intervals) and busy Processers. A Processer that goes to sleep in that
+/// moment finds the role taken and sleeps on its futex; if the other one
+/// already sleeps there too, nobody is left waiting in the reactor.
+///
+/// Here a task burns 150-550 us of CPU without switching (so the
+/// Dispatcher polls), then parks, over and over, while a thread does
+/// round trips with an echo task. Every message must be answered; a
+/// stranded one shows as a read that times out after 2 s. A stress test:
+/// it runs for up to 60 s, and stranded in 3 runs of 4 here (after 3 to
+/// 50 s). Making a Processer that finds the role taken re-check every
+/// 5 ms instead of sleeping without limit made the strands go away.
+#[test]
+#[ignore = "gofer bug: a Processer that finds the poller role briefly taken sleeps on its futex, and nobody polls"]
+fn readiness_is_not_stranded_when_a_processer_goes_to_sleep_while_another_thread_polls() {
+    if child_scenario().as_deref() == Some("transient") {
+        let s = sched("transient", 2);
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let echo = s.spawn(move || {
+            let mut buf = [0u8; 1];
+            while (&a).read(&mut buf).unwrap() == 1 {
+                (&a).write_all(&buf).unwrap();
+            }
+        });
+        let (tx, rx) = gofer::chan::bounded::<u64>(0);
+        let hog = s.spawn(move || {
+            while let Ok(us) = rx.recv() {
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_micros(us) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let start = std::time::Instant::now();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut round = 0u64;
+        while start.elapsed() < Duration::from_secs(60) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            tx.send(150 + rng % 400).unwrap();
+            // Let the hog's end and our message race.
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_micros(rng % 600) {
+                std::hint::spin_loop();
+            }
+            b.write_all(b"x").unwrap();
+            let mut buf = [0u8; 1];
+            if let Err(e) = b.read_exact(&mut buf) {
+                panic!("STRANDED at round {round} ({e}): {:?}", s.stats());
+            }
+            round += 1;
+        }
+        drop(tx);
+        drop(b);
+        echo.join().unwrap();
+        hog.join().unwrap();
+        s.shutdown();
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(TRANSIENT, "transient");
+}
+
+const BLOCK_ON: &str =
+    "a_task_parked_on_a_socket_still_wakes_after_a_block_on_that_waited_on_io_returns";
+
+/// `block_on`'s caller thread takes the poller role when its root task
+/// waits on a socket. Meanwhile a task of the scheduler parks on another
+/// socket, and its Processer, finding the role taken, sleeps on its
+/// futex. The root wakes, the caller thread gives the role up and leaves
+/// (`block_on` returns), and unless the sleeper it wakes to search gets
+/// back to sleep after that, nobody waits in the reactor any more. The
+/// other task must still wake when its data comes. Ten thousand rounds; it
+/// stranded in 4 runs of 6 here (after 200 to 7,400 rounds).
+#[test]
+#[ignore = "gofer bug: a block_on caller leaving with the poller role strands the other Processers' readiness"]
+fn a_task_parked_on_a_socket_still_wakes_after_a_block_on_that_waited_on_io_returns() {
+    if child_scenario().as_deref() == Some("block-on") {
+        let s = Scheduler::builder()
+            .min_threads(1)
+            .max_threads(2)
+            .name("blkio")
+            .build()
+            .unwrap();
+        for round in 0..10_000 {
+            let (a1, mut b1) = UnixStream::pair().unwrap();
+            let (a2, mut b2) = UnixStream::pair().unwrap();
+            let on_core = reader(&s, Arc::new(a2));
+            // Answer the root from a thread, after a varying delay (spun,
+            // 0 to 400 us), so that the answer meets the root and the
+            // other task at every stage of their parking.
+            let delay = Duration::from_micros((round * 7919) % 400);
+            let answer = std::thread::spawn(move || {
+                let t = std::time::Instant::now();
+                while t.elapsed() < delay {
+                    std::hint::spin_loop();
+                }
+                b1.write_all(b"x").unwrap();
+                b1
+            });
+            s.block_on(move || {
+                let mut b = [0u8; 1];
+                (&a1).read_exact(&mut b).unwrap();
+            });
+            let _b1 = answer.join().unwrap();
+            b2.write_all(b"y").unwrap();
+            match within(&on_core, Duration::from_secs(3)) {
+                Some(r) => assert_eq!(r, Ok(b"y".to_vec())),
+                None => panic!("STRANDED at round {round}: {:?}", s.stats()),
+            }
+        }
+        s.shutdown();
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(BLOCK_ON, "block-on");
+}
