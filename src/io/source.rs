@@ -160,17 +160,23 @@ impl<T: AsFd> Source<T> {
         if !self.is_nonblocking() {
             coop::spend();
         }
+        // Whether the last step was a wait: the attempt follows it whatever
+        // the readiness word says, since a wait through another scheduler's
+        // reactor (see `Registration::wait`) leaves it as it was.
+        let mut waited = false;
         loop {
             // What the reactor last said, taken before the attempt so an
             // event that lands during it is not cleared away.
             let seen = self.reg.get().map(|r| r.readiness(interest));
             if let (Some(r), Some(ev)) = (self.reg.get(), seen) {
-                if !ev.is_ready() && !self.is_nonblocking() {
+                if !waited && !ev.is_ready() && !self.is_nonblocking() {
                     r.wait(interest, deadline)?;
                     coop::refill();
+                    waited = true;
                     continue;
                 }
             }
+            waited = false;
             match f(io) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -183,6 +189,7 @@ impl<T: AsFd> Source<T> {
                     }
                     self.wait_first(interest, deadline)?;
                     coop::refill();
+                    waited = true;
                 }
                 other => return other,
             }

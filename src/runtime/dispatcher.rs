@@ -540,9 +540,12 @@ impl Dispatcher {
         // Order `deep` before the loads below; pairs with the fence in
         // processer_awake.
         fence(Ordering::SeqCst);
-        let all_asleep = procs
-            .iter()
-            .all(|p| p.sleeping.load(Ordering::SeqCst) || p.retired.load(Ordering::SeqCst));
+        // A sleeper with work in its queues is not idle: the next cycle's
+        // balance wakes it (a safety net; no path should leave one so).
+        let all_asleep = procs.iter().all(|p| {
+            (p.sleeping.load(Ordering::SeqCst) && p.queued() == 0)
+                || p.retired.load(Ordering::SeqCst)
+        });
         if !all_asleep {
             d.deep.store(false, Ordering::Relaxed);
             return false;

@@ -730,7 +730,10 @@ impl ProcLocal {
         }
         super::dispatcher::processer_awake(&self.sched);
         self.accept_woken(&mut woken);
-        None
+        // Run what the poll woke here: the caller may go on searching (a
+        // search handed to us meanwhile), and its search and the sleep after
+        // it look everywhere but in our own runnable queue.
+        self.next_local()
     }
 
     /// Clears our own `sleeping` flag; true if we did (no waker claimed us).

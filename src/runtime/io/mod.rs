@@ -10,5 +10,5 @@ pub(crate) mod epoll;
 pub(crate) mod reactor;
 pub(crate) mod readiness;
 
-pub(crate) use reactor::{poll_fd, Poller, Reactor, Registration, BUSY_POLL};
+pub(crate) use reactor::{poll_fd, wait_once, Poller, Reactor, Registration, BUSY_POLL};
 pub(crate) use readiness::Interest;

@@ -63,7 +63,7 @@
 //! a token of its own, so a stale event never wakes it.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -242,14 +242,91 @@ impl Registration {
     /// Waits until `interest` is ready, or until `deadline`
     /// (`ErrorKind::TimedOut`): parks the task through the reactor, or, on a
     /// plain thread (or once the reactor is gone), waits in `poll(2)`.
+    ///
+    /// A task of another scheduler (the socket was first waited on by a
+    /// task elsewhere) waits through its own scheduler's reactor, on a
+    /// duplicate of the descriptor ([`wait_once`]): this reactor may have
+    /// nobody left to poll it, its scheduler having shut down.
     pub(crate) fn wait(&self, interest: Interest, deadline: Option<Instant>) -> io::Result<()> {
-        match context::current_task() {
-            Some(task) if self.reactor.strong_count() > 0 => self
-                .state
-                .wait(&task, interest, deadline)
-                .map_err(|TimedOut| io::ErrorKind::TimedOut.into()),
-            _ => poll_fd(self.fd, interest, deadline),
+        let Some(task) = context::current_task() else {
+            return poll_fd(self.fd, interest, deadline);
+        };
+        if !self.is_home() {
+            return wait_once(self.fd, interest, deadline);
         }
+        self.state
+            .wait(&task, interest, deadline)
+            .map_err(|TimedOut| io::ErrorKind::TimedOut.into())
+    }
+
+    /// Whether this registration is with the running task's scheduler's
+    /// reactor. The `Weak` keeps the reactor's allocation, so its address
+    /// cannot be taken by another reactor while this registration lives.
+    fn is_home(&self) -> bool {
+        context::current_scheduler()
+            .and_then(|s| s.reactor_if_made().map(Arc::as_ptr))
+            .is_some_and(|home| std::ptr::eq(home, self.reactor.as_ptr()))
+    }
+}
+
+/// Waits once for `interest` on `fd`, which the caller keeps open: inside a
+/// task, through the reactor of the task's scheduler (the task parks); on a
+/// plain thread, in `poll(2)`. A descriptor epoll cannot watch (a regular
+/// file) counts as always ready.
+///
+/// A duplicate of `fd` is registered for the wait and removed after it
+/// (`dup`, two `epoll_ctl` calls and a `close`). The duplicate lets any
+/// number of such waits, and a socket's own registration, share one
+/// descriptor: epoll takes each descriptor number only once.
+pub(crate) fn wait_once(
+    fd: RawFd,
+    interest: Interest,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    if context::current_task_ptr().is_none() {
+        return poll_fd(fd, interest, deadline);
+    }
+    // Without a spare descriptor, try the number itself.
+    let dup = match dup_cloexec(fd) {
+        Ok(dup) => dup,
+        Err(e) if e.raw_os_error() == Some(libc::EBADF) => return Err(e),
+        Err(_) => return wait_registered(fd, fd, interest, deadline),
+    };
+    wait_registered(dup.as_raw_fd(), fd, interest, deadline)
+    // `dup` closes here, after its registration was removed.
+}
+
+/// Registers `reg_fd` for the length of one wait. `fd` is what a wait that
+/// cannot use the reactor polls instead.
+fn wait_registered(
+    reg_fd: RawFd,
+    fd: RawFd,
+    interest: Interest,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    match Registration::for_current_task(reg_fd) {
+        // Dropping the registration removes it before `reg_fd` can close.
+        Ok(Some(reg)) => reg.wait(interest, deadline),
+        Ok(None) => poll_fd(fd, interest, deadline),
+        // EPERM: a regular file or directory, always ready.
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(()),
+        // EEXIST: the number itself is in this reactor already (only when
+        // no duplicate could be made): wait the thread's way.
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => poll_fd(fd, interest, deadline),
+        Err(e) => Err(e),
+    }
+}
+
+/// A close-on-exec duplicate of `fd`.
+fn dup_cloexec(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl duplicates a descriptor the caller keeps open for the
+    // call; the result is checked and then owned by nobody else.
+    unsafe {
+        let d = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0);
+        if d < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(d))
     }
 }
 
