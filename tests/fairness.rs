@@ -133,3 +133,53 @@ fn two_yielding_tasks_on_one_thread_take_turns() {
     assert!(longest <= 2, "one task ran {longest} times in a row");
     s.shutdown();
 }
+
+/// Two tasks that wake each other (a channel ping-pong) hand the thread to
+/// one another through the next-task slot; a task queued behind them must
+/// still run within a few round trips (the slot wins at most 3 picks in a
+/// row), not after the ping-pong ends.
+#[test]
+fn tasks_waking_each_other_do_not_starve_a_queued_task() {
+    let s = one_thread("fair-next");
+    let trips_before_it_ran = s
+        .spawn(|| {
+            let (ping_tx, ping_rx) = gofer::chan::unbounded::<u64>();
+            let (pong_tx, pong_rx) = gofer::chan::unbounded::<u64>();
+            let ponger = go!(move || {
+                while let Ok(n) = ping_rx.recv() {
+                    if pong_tx.send(n).is_err() {
+                        return;
+                    }
+                }
+            });
+            // Start the ping-pong before the third task is queued, so that
+            // it is queued behind a running exchange.
+            ping_tx.send(0).expect("ponger alive");
+            pong_rx.recv().expect("ponger alive");
+            let ran = Arc::new(AtomicBool::new(false));
+            let r = ran.clone();
+            let third = go!(move || r.store(true, Ordering::SeqCst));
+            let mut trips = 0u64;
+            while !ran.load(Ordering::SeqCst) {
+                trips += 1;
+                assert!(
+                    trips <= 1000,
+                    "the queued task did not run in 1,000 round trips"
+                );
+                ping_tx.send(trips).expect("ponger alive");
+                assert_eq!(pong_rx.recv().expect("ponger alive"), trips);
+            }
+            drop(ping_tx);
+            ponger.join().expect("ponger returned");
+            third.join().expect("third returned");
+            trips
+        })
+        .join()
+        .expect("the pinger returned");
+    eprintln!("round trips until the queued task ran: {trips_before_it_ran}");
+    assert!(
+        trips_before_it_ran <= 4,
+        "the queued task waited {trips_before_it_ran} round trips"
+    );
+    s.shutdown();
+}

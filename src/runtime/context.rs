@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
-use super::processer::ProcLocal;
+use super::processer::{ProcLocal, Push};
 use super::shared::Shared;
 use super::task::{Runnable, TaskHeader};
 
@@ -96,14 +96,27 @@ pub(crate) fn current_core_index(sched: &Shared) -> Option<usize> {
 /// task's scheduler and may run it (cheap, no atomics beyond the queue's),
 /// otherwise on a Processer chosen by the scheduler, which is woken if
 /// asleep.
+///
+/// Woken from a task of its own Processer, it goes to the next-task slot:
+/// it runs as soon as the waker switches out.
 pub(crate) fn schedule(r: Runnable) {
+    schedule_as(r, Push::Next);
+}
+
+/// [`schedule`], but to the back of the runnable queue rather than the
+/// next-task slot.
+pub(crate) fn schedule_queued(r: Runnable) {
+    schedule_as(r, Push::Queued);
+}
+
+fn schedule_as(r: Runnable, how: Push) {
     let p = current_proc_ptr();
     if !p.is_null() {
         // SAFETY: see current_task_ptr; only shared access is taken.
         let local = unsafe { &*p };
         let same = Arc::ptr_eq(&local.sched, &r.header().shared);
         if same && local.p.may_run(r.header()) {
-            local.push_local(r, true);
+            local.push_local(r, how);
             return;
         }
     }

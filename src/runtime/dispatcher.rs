@@ -398,7 +398,10 @@ impl Dispatcher {
         if blocked.is_empty() {
             return;
         }
-        let waiting: usize = blocked.iter().map(|p| p.new.len() + p.stealer.len()).sum();
+        let waiting: usize = blocked
+            .iter()
+            .map(|p| p.new.len() + p.stealer.len() + usize::from(p.runnext.is_occupied()))
+            .sum();
         if waiting == 0 {
             return;
         }
@@ -628,9 +631,10 @@ fn is_active(p: &ProcesserShared) -> bool {
         && !p.retired.load(Ordering::Relaxed)
 }
 
-/// Takes every task from `p`'s new and runnable queues (pinned queues are
-/// not touched).
+/// Takes every task from `p`'s next-task slot, new and runnable queues
+/// (pinned queues are not touched).
 fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) {
+    out.extend(p.take_runnext());
     loop {
         match p.new.steal() {
             Steal::Success(t) => out.push(t),

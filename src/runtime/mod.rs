@@ -14,6 +14,7 @@
 //! | `dispatcher.rs` | sampling, blocking detection, rescue, growth |
 //! | `task.rs` | the task header, its id, and the `Runnable` token |
 //! | `park_state.rs` | the park state machine (model-checked with loom) |
+//! | `next_slot.rs` | the next-task slot (model-checked with loom) |
 //! | `timer.rs`, `timer_heap.rs` | a deadline queue per core Processer, its indexed heap, user-timer registry |
 //! | `io/` | the epoll reactor: readiness, waiting tasks, who polls |
 //! | `stats.rs` | the counters users read |
@@ -27,6 +28,7 @@ pub(crate) mod context;
 pub(crate) mod dispatcher;
 pub(crate) mod idle;
 pub(crate) mod io;
+pub(crate) mod next_slot;
 pub(crate) mod park_state;
 pub(crate) mod processer;
 pub(crate) mod processer_shared;

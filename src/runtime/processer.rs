@@ -77,6 +77,22 @@ use crate::error::{contain, JoinError};
 
 /// Every this many picks, the new queue is looked at before local work.
 pub(crate) const NEW_QUEUE_INTERVAL: u32 = 61;
+/// How a task is queued on its Processer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Push {
+    /// Woken or spawned by the running task: into the next-task slot (the
+    /// task it displaces goes to the runnable queue), and an idle Processer
+    /// is woken to steal if one sleeps and none searches.
+    Next,
+    /// To the back of the runnable queue, waking an idle Processer likewise.
+    Queued,
+    /// To the back of the runnable queue, waking nobody (a yield, a requeue;
+    /// the caller wakes a thief itself if it wants one).
+    Quiet,
+}
+
+/// Picks in a row the next-task slot may win over the runnable queue.
+const RUNNEXT_STREAK: u8 = 3;
 /// Finished tasks are freed when the gc queue reaches this length.
 const GC_BATCH: usize = 16;
 /// Steal rounds a searching Processer makes before it sleeps.
@@ -97,6 +113,8 @@ pub(crate) struct ProcLocal {
     gc: RefCell<Vec<Runnable>>,
     stacks: RefCell<LocalStacks>,
     tick: Cell<u32>,
+    /// Consecutive picks taken from the next-task slot.
+    streak: Cell<u8>,
     /// xorshift state, for the first victim of a steal round.
     rng: Cell<u64>,
     /// This thread's copy of the scheduler's Processer table, and the
@@ -139,6 +157,7 @@ impl ProcLocal {
             gc: RefCell::new(Vec::new()),
             stacks: RefCell::new(LocalStacks::new(size)),
             tick: Cell::new(0),
+            streak: Cell::new(0),
             rng,
             table,
             switches: Cell::new(0),
@@ -150,19 +169,24 @@ impl ProcLocal {
 
     /// Queues the first task of a `block_on` caller before its loop starts.
     pub(crate) fn push_initial(&self, t: Runnable) {
-        self.push_local(t, false);
+        self.push_local(t, Push::Quiet);
     }
 
-    /// Queues a task on this Processer. `wake_idle`: also wake an idle
-    /// Processer to steal, if there are idle ones and none is searching
-    /// (`Shared::wake_idle_for_local_work`).
-    pub(crate) fn push_local(&self, t: Runnable, wake_idle: bool) {
+    /// Queues a task on this Processer (see [`Push`]).
+    pub(crate) fn push_local(&self, t: Runnable, how: Push) {
         if t.header().pin.is_some() {
             self.pinned_local.borrow_mut().push_back(t);
             return;
         }
+        let t = match how {
+            Push::Next => match self.p.put_runnext(t) {
+                Some(displaced) => displaced,
+                None => return, // nothing a thief could take was added
+            },
+            Push::Queued | Push::Quiet => t,
+        };
         self.runnable.push(t);
-        if wake_idle {
+        if how != Push::Quiet {
             self.sched.wake_idle_for_local_work();
         }
     }
@@ -184,17 +208,32 @@ impl ProcLocal {
                 return Some(t);
             }
         }
+        // The next-task slot first, but not more than RUNNEXT_STREAK picks
+        // in a row: two tasks waking each other through it would otherwise
+        // keep the queue waiting.
+        if self.streak.get() < RUNNEXT_STREAK {
+            if let Some(t) = self.p.take_runnext() {
+                self.streak.set(self.streak.get() + 1);
+                return Some(t);
+            }
+        }
+        self.streak.set(0);
         let local = if tick & 1 == 0 {
             self.pop_pinned().or_else(|| self.runnable.pop())
         } else {
             self.runnable.pop().or_else(|| self.pop_pinned())
         };
-        local.or_else(|| self.pull_remote())
+        local
+            .or_else(|| self.p.take_runnext())
+            .or_else(|| self.pull_remote())
     }
 
     /// A task from this Processer's local queues only.
     fn next_local(&self) -> Option<Runnable> {
-        self.runnable.pop().or_else(|| self.pop_pinned())
+        self.p
+            .take_runnext()
+            .or_else(|| self.runnable.pop())
+            .or_else(|| self.pop_pinned())
     }
 
     fn pop_pinned(&self) -> Option<Runnable> {
@@ -267,7 +306,7 @@ impl ProcLocal {
         }
         for r in woken.drain(..) {
             if Arc::ptr_eq(&self.sched, &r.header().shared) && self.p.may_run(r.header()) {
-                self.push_local(r, false);
+                self.push_local(r, Push::Quiet);
             } else {
                 context::schedule(r);
             }
@@ -414,13 +453,13 @@ impl ProcLocal {
         match why {
             Suspend::Yield => {
                 t.run().ctx = Some(ctx);
-                self.push_local(t, false);
+                self.push_local(t, Push::Quiet);
             }
             Suspend::Park => {
                 t.run().ctx = Some(ctx);
                 if let Some(t) = t.park() {
                     // An unpark raced the switch-out: run it again.
-                    self.push_local(t, false);
+                    self.push_local(t, Push::Quiet);
                 }
             }
             Suspend::Done => {
@@ -474,7 +513,7 @@ impl ProcLocal {
 
     /// Moves every queued task to other Processers (retirement).
     fn drain_to_others(&self) {
-        let mut moved = Vec::new();
+        let mut moved: Vec<Runnable> = self.p.take_runnext().into_iter().collect();
         while let Some(t) = self.runnable.pop() {
             moved.push(t);
         }

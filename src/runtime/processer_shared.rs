@@ -25,6 +25,7 @@ use std::thread::Thread;
 
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 
+use super::next_slot::NextSlot;
 use super::task::{Runnable, TaskHeader};
 
 /// What kind of thread runs a Processer.
@@ -50,6 +51,14 @@ pub(crate) struct ProcesserShared {
     pub(crate) pinned: Injector<Runnable>,
     /// Thief handle of the runnable queue.
     pub(crate) stealer: Stealer<Runnable>,
+    /// The *next-task slot* (Go's `runnext`, tokio's LIFO slot): a task
+    /// that the running task woke or spawned on this Processer runs next,
+    /// without a trip through the runnable queue. Holds an owned
+    /// [`Runnable`] as a raw pointer, or null. The owner swaps tasks in and
+    /// out; the Dispatcher swaps it out when it rescues a blocked
+    /// Processer's work (idle thieves leave it: it runs in a moment). The
+    /// protocol, model-checked, is in `next_slot.rs`.
+    pub(crate) runnext: NextSlot<Runnable>,
     /// +1 at every switch into a task. Written only by the owner (Relaxed
     /// load + store: no read-modify-write on the hot path); read by the
     /// Dispatcher and stats.
@@ -114,7 +123,18 @@ impl ProcesserShared {
 
     /// Tasks waiting here (new + runnable + pinned), approximately.
     pub(crate) fn queued(&self) -> usize {
-        self.new.len() + self.stealer.len() + self.pinned.len()
+        let next = usize::from(self.runnext.is_occupied());
+        self.new.len() + self.stealer.len() + self.pinned.len() + next
+    }
+
+    /// Takes the task out of the next-task slot, if there is one.
+    pub(crate) fn take_runnext(&self) -> Option<Runnable> {
+        self.runnext.take()
+    }
+
+    /// Puts `t` in the next-task slot; returns the task it displaced.
+    pub(crate) fn put_runnext(&self, t: Runnable) -> Option<Runnable> {
+        self.runnext.put(t)
     }
 
     /// CPU time the Processer's thread has used, if it can be read.
@@ -207,6 +227,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         new: Injector::new(),
         pinned: Injector::new(),
         stealer: runnable.stealer(),
+        runnext: NextSlot::new(),
         switches: AtomicU64::new(0),
         running: AtomicBool::new(false),
         sleeping: AtomicBool::new(false),
@@ -235,4 +256,17 @@ pub(crate) fn bind_thread(p: &ProcesserShared) {
     }
     // SAFETY: gettid has no preconditions.
     let _ = p.tid.set(unsafe { libc::gettid() });
+}
+
+impl Drop for ProcesserShared {
+    fn drop(&mut self) {
+        // A Processer is dropped after its loop drained its queues (or after
+        // the scheduler stopped, with no task alive), so the slot is empty.
+        // Should a task be left there, leak it rather than free a task that
+        // may be suspended.
+        if let Some(t) = self.take_runnext() {
+            debug_assert!(false, "a task was left in a next-task slot");
+            std::mem::forget(t);
+        }
+    }
 }

@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use context::Context;
 
+use super::next_slot::Token;
 use super::park_state::{ParkOutcome, ParkState};
 use super::shared::Shared;
 use crate::coroutine::stack::StackMem;
@@ -212,6 +213,21 @@ impl TaskHeader {
 
 /// The unique right to run a task (see the module docs). Not `Clone`.
 pub(crate) struct Runnable(Arc<TaskHeader>);
+
+// SAFETY: `Arc::into_raw` never returns null, and `from_raw` takes back
+// the one strong reference it gave out.
+unsafe impl Token for Runnable {
+    type Target = TaskHeader;
+
+    fn into_raw(self) -> *mut TaskHeader {
+        Arc::into_raw(self.0).cast_mut()
+    }
+
+    unsafe fn from_raw(p: *mut TaskHeader) -> Runnable {
+        // SAFETY: per the trait's contract, `p` owns one strong reference.
+        Runnable(unsafe { Arc::from_raw(p) })
+    }
+}
 
 impl Runnable {
     /// Wraps a freshly spawned task.

@@ -87,7 +87,10 @@ enum Waiter {
 impl Waiter {
     fn wake(self) {
         match self {
-            Waiter::Park(t) => t.unpark(),
+            // To the back of the queue, not the next-task slot: a finishing
+            // task's joiner often joins its next sibling at once, and would
+            // only park again ahead of the siblings still queued.
+            Waiter::Park(t) => t.unpark_queued(),
             Waiter::Wake(w) => w.wake(),
         }
     }

@@ -49,6 +49,20 @@ impl Task {
         }
     }
 
+    /// [`unpark`](Self::unpark), but a task woken from its own Processer
+    /// goes to the back of the runnable queue rather than the next-task
+    /// slot.
+    pub(crate) fn unpark_queued(&self) {
+        match &self.inner {
+            Inner::Coroutine(h) => {
+                if let Some(r) = task::unpark(h) {
+                    context::schedule_queued(r);
+                }
+            }
+            Inner::Thread(t) => t.unpark(),
+        }
+    }
+
     /// The coroutine's id, or `None` for a thread handle.
     pub fn id(&self) -> Option<TaskId> {
         match &self.inner {
