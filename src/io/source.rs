@@ -15,6 +15,9 @@
 //! A read or write timeout becomes the deadline of the wait, and an expired
 //! one is `ErrorKind::TimedOut`.
 //!
+//! A stream read or write that moves fewer bytes than asked clears the
+//! readiness it saw (`stream_io`): the next one waits without trying.
+//!
 //! An operation that never has to wait still yields the thread now and
 //! then (`coop.rs`), so a task whose socket is always ready cannot keep
 //! its thread from the other tasks.
@@ -194,6 +197,33 @@ impl<T: AsFd> Source<T> {
                 other => return other,
             }
         }
+    }
+
+    /// A stream read or write that asked for `want` bytes: [`io`](Self::io),
+    /// and when it moved fewer (but some), the direction is taken as drained
+    /// (a read) or full (a write) and its readiness cleared, unless an event
+    /// came since the attempt began. The next call then waits at once
+    /// instead of making a system call that would only fail with `EAGAIN`:
+    /// one syscall less per request in a request/response exchange (mio's
+    /// and tokio's rule). Data that arrives after the attempt raises a new
+    /// edge, and with it a new event, so nothing is missed.
+    pub(crate) fn stream_io(
+        &self,
+        interest: Interest,
+        want: usize,
+        mut f: impl FnMut(&T) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let mut seen = None;
+        let r = self.io(interest, |io| {
+            seen = self.reg.get().map(|r| r.readiness(interest));
+            f(io)
+        });
+        if let (Ok(n), Some(reg), Some(ev)) = (&r, self.reg.get(), seen) {
+            if *n > 0 && *n < want {
+                reg.clear(ev.data_only());
+            }
+        }
+        r
     }
 
     /// Waits once for `interest` (a non-blocking connect's completion).

@@ -166,22 +166,28 @@ impl UnixStream {
 
 impl Read for &UnixStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.io(Interest::Read, |mut s| s.read(buf))
+        let want = buf.len();
+        self.inner
+            .stream_io(Interest::Read, want, |mut s| s.read(buf))
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.inner.io(Interest::Read, |mut s| s.read_vectored(bufs))
+        let want = bufs.iter().map(|b| b.len()).sum();
+        self.inner
+            .stream_io(Interest::Read, want, |mut s| s.read_vectored(bufs))
     }
 }
 
 impl Write for &UnixStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.io(Interest::Write, |mut s| s.write(buf))
+        self.inner
+            .stream_io(Interest::Write, buf.len(), |mut s| s.write(buf))
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let want = bufs.iter().map(|b| b.len()).sum();
         self.inner
-            .io(Interest::Write, |mut s| s.write_vectored(bufs))
+            .stream_io(Interest::Write, want, |mut s| s.write_vectored(bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -95,6 +95,16 @@ impl ReadyEvent {
     pub(crate) fn is_ready(self) -> bool {
         self.ready != 0
     }
+
+    /// The same snapshot with only the data bits (`READABLE`, `WRITABLE`):
+    /// what a short read or write may clear. The final bits (closed,
+    /// error) stay until the socket goes.
+    pub(crate) fn data_only(self) -> ReadyEvent {
+        ReadyEvent {
+            tick: self.tick,
+            ready: self.ready & (READABLE | WRITABLE),
+        }
+    }
 }
 
 /// Readiness bits from an epoll event's bits.
