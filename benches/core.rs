@@ -1,9 +1,10 @@
 //! Core scheduling costs, gofer beside its peers in the same run.
 //!
 //! - `spawn_join_100k`: spawn 100,000 no-op tasks, then join them all
-//!   (per-task cost = reported time / 100,000). gofer from an outside thread
-//!   and from inside a task; tokio (2 workers); may (1 worker: may's
-//!   configuration is process-wide, and the yield group below needs one).
+//!   (per-task cost = reported time / 100,000), each runtime from an outside
+//!   thread and from inside a task: gofer (2 Processers), tokio (2 workers),
+//!   may (1 worker: may's configuration is process-wide, and the yield group
+//!   below needs one).
 //! - `yield_pingpong`: two tasks on one worker yield to each other; one
 //!   iteration is one yield (a switch out and a switch into the other task).
 //!
@@ -45,6 +46,14 @@ fn spawn_join(c: &mut Criterion) {
         .worker_threads(2)
         .build()
         .unwrap();
+    g.bench_function(BenchmarkId::new("tokio", "outside"), |b| {
+        b.iter(|| {
+            let hs: Vec<_> = (0..N).map(|_| rt.spawn(async {})).collect();
+            for h in hs {
+                rt.block_on(h).unwrap();
+            }
+        })
+    });
     g.bench_function(BenchmarkId::new("tokio", "inside_task"), |b| {
         b.iter(|| {
             rt.block_on(async {
@@ -63,6 +72,18 @@ fn spawn_join(c: &mut Criterion) {
             for h in hs {
                 h.join().unwrap();
             }
+        })
+    });
+    g.bench_function(BenchmarkId::new("may", "inside_task"), |b| {
+        b.iter(|| {
+            may::go!(|| {
+                let hs: Vec<_> = (0..N).map(|_| may::go!(|| ())).collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
+            })
+            .join()
+            .unwrap()
         })
     });
     g.finish();
