@@ -382,6 +382,51 @@ fn close_wakes_a_task_parked_on_the_descriptor_with_ebadf_even_if_the_number_is_
     );
 }
 
+#[test]
+fn close_from_another_thread_races_parked_readers_on_two_threads_without_a_hang() {
+    in_child(
+        "close_from_another_thread_races_parked_readers_on_two_threads_without_a_hang",
+        || {
+            // The reader and the closer on two Processers: the close may
+            // land before the read begins, while it looks at the descriptor,
+            // or while it is parked, and the woken reader may run while
+            // `close` is still in progress. Each round's socket takes the
+            // number the last one left. Whatever the interleaving, the read
+            // must end, with EBADF.
+            const ROUNDS: usize = 2000;
+            let s = sched("hclose2", 2, 2);
+            let mut ebadf = 0;
+            for _ in 0..ROUNDS {
+                let (c, _server_side) = pair();
+                let fd = c.as_raw_fd();
+                let entered = Arc::new(AtomicBool::new(false));
+                let reader = {
+                    let entered = entered.clone();
+                    s.spawn(move || {
+                        let mut c = ManuallyDrop::new(c);
+                        let mut buf = [0u8; 8];
+                        entered.store(true, Ordering::SeqCst);
+                        c.read(&mut buf).map_err(|e| e.raw_os_error())
+                    })
+                };
+                let closer = s.spawn(move || {
+                    while !entered.load(Ordering::SeqCst) {
+                        gofer::yield_now();
+                    }
+                    // SAFETY: the reader never closes its descriptor.
+                    assert_eq!(unsafe { libc::close(fd) }, 0);
+                });
+                closer.join().unwrap();
+                let r = reader.join().unwrap();
+                assert_eq!(r.map(|_| ()), Err(Some(libc::EBADF)));
+                ebadf += 1;
+            }
+            println!("figure: {ebadf} reads closed under them on two threads, each EBADF");
+            s.shutdown();
+        },
+    );
+}
+
 // ------------------------------------------------------------ modes
 
 #[test]

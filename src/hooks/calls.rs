@@ -114,9 +114,14 @@ fn io_loop(fd: c_int, interest: Interest, mut op: impl FnMut() -> ssize_t) -> ss
         if r >= 0 || errno() != libc::EAGAIN {
             return r;
         }
+        // Closed since the call began (the generation moves before the
+        // waiters are woken): never wait on the registration it had.
+        if ctx.generation_now() != gen {
+            return fail(Stop::Closed);
+        }
         let stop = if task {
             if reg.is_none() {
-                match guarded(|| ctx.registration(fd)) {
+                match guarded(|| ctx.registration(fd, gen)) {
                     Ok(Some(r)) => reg = Some(r),
                     Ok(None) => {}
                     Err(e) => return fail(Stop::Os(e.raw_os_error().unwrap_or(libc::EIO))),
@@ -136,8 +141,7 @@ fn io_loop(fd: c_int, interest: Interest, mut op: impl FnMut() -> ssize_t) -> ss
         } else {
             poll_fd(fd, interest, deadline).err()
         };
-        let gen_now = fdctx::generation(ctx.state(fd));
-        if gen_now != gen {
+        if ctx.generation_now() != gen {
             return fail(Stop::Closed);
         }
         if let Some(e) = stop {
@@ -369,7 +373,7 @@ pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, al: socklen_t) -
         .timeout(Interest::Write)
         .and_then(|t| Instant::now().checked_add(t));
     let waited = if task {
-        match guarded(|| ctx.registration(fd)) {
+        match guarded(|| ctx.registration(fd, gen)) {
             Ok(Some(reg)) => reg.wait(Interest::Write, deadline),
             Ok(None) => poll_fd(fd, Interest::Write, deadline),
             Err(e) => Err(e),
@@ -377,7 +381,7 @@ pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, al: socklen_t) -
     } else {
         poll_fd(fd, Interest::Write, deadline)
     };
-    if fdctx::generation(ctx.state(fd)) != gen {
+    if ctx.generation_now() != gen {
         set_errno(libc::EBADF);
         return -1;
     }
@@ -443,7 +447,7 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
     let deadline = (timeout > 0)
         .then(|| Instant::now().checked_add(Duration::from_millis(timeout as u64)))
         .flatten();
-    let reg = match guarded(|| ctx.registration(pfd.fd)) {
+    let reg = match guarded(|| ctx.registration(pfd.fd, fdctx::generation(st))) {
         Ok(Some(reg)) => reg,
         _ => return real_poll(timeout),
     };
@@ -572,13 +576,12 @@ pub unsafe extern "C" fn usleep(usec: libc::useconds_t) -> c_int {
 /// The contract of `close(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if !in_hook() {
-        if let Some(ctx) = fdctx::get(fd) {
-            guarded(|| ctx.closing());
-        }
-    }
     // SAFETY: forwarded with the caller's argument.
-    unsafe { real::close(fd) }
+    let real_close = || unsafe { real::close(fd) };
+    match fdctx::get(fd) {
+        Some(ctx) if !in_hook() => guarded(|| ctx.close_with(real_close)),
+        _ => real_close(),
+    }
 }
 
 /// Hooked `fcntl`: `F_GETFL` reports the program's own `O_NONBLOCK`,
@@ -715,16 +718,16 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 /// The contract of `dup2(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
-    if !in_hook() && fd != to {
-        if let Some(ctx) = fdctx::get(to) {
-            guarded(|| ctx.closing());
-        }
-    }
     // SAFETY: forwarded with the caller's arguments.
-    let new = unsafe { real::dup2(fd, to) };
-    if !in_hook() && fd != to {
-        copy_ctx(fd, new);
+    let real_dup2 = || unsafe { real::dup2(fd, to) };
+    if in_hook() || fd == to {
+        return real_dup2();
     }
+    let new = match fdctx::get(to) {
+        Some(ctx) => guarded(|| ctx.close_with(real_dup2)),
+        None => real_dup2(),
+    };
+    copy_ctx(fd, new);
     new
 }
 
@@ -734,16 +737,16 @@ pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
 /// The contract of `dup3(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
-    if !in_hook() && fd != to {
-        if let Some(ctx) = fdctx::get(to) {
-            guarded(|| ctx.closing());
-        }
-    }
     // SAFETY: forwarded with the caller's arguments.
-    let new = unsafe { real::dup3(fd, to, flags) };
-    if !in_hook() {
-        copy_ctx(fd, new);
+    let real_dup3 = || unsafe { real::dup3(fd, to, flags) };
+    if in_hook() || fd == to {
+        return real_dup3(); // dup3 refuses fd == to with EINVAL
     }
+    let new = match fdctx::get(to) {
+        Some(ctx) => guarded(|| ctx.close_with(real_dup3)),
+        None => real_dup3(),
+    };
+    copy_ctx(fd, new);
     new
 }
 

@@ -11,7 +11,7 @@
 //! # The state word (`FdCtx::state`)
 //!
 //! ```text
-//!   bits 63..32   generation: +1 at every close (or dup2 over it)
+//!   bits 63..32   generation: +1 before and after every close (or dup2 over it)
 //!   bit  4        SOCKET        it is a socket (connect, SO_*TIMEO apply)
 //!   bit  3        USER_NONBLOCK the program set O_NONBLOCK: return EAGAIN
 //!   bit  2        SYS_NONBLOCK  gofer set O_NONBLOCK to wait through epoll
@@ -22,7 +22,17 @@
 //! Closing a descriptor resets the low bits (the number may next name
 //! anything) and bumps the generation, so a call that waited across the
 //! close sees the generation move, fails with `EBADF`, and never retries on
-//! a number that now belongs to someone else.
+//! a number that now belongs to someone else. It does both again once the
+//! real `close` has returned, dropping whatever a call learned about the
+//! old file meanwhile ([`FdCtx::close_with`]). A descriptor that is not open
+//! is never remembered, so the number's next owner, made by a call the
+//! hooks do not see (`socket`, `open`, `pipe`), is looked at afresh.
+//!
+//! What the hooks cannot see is a descriptor closed without calling
+//! `close` (`close_range`, a raw system call, `fclose` inside libc): its
+//! entry keeps describing the old file until the number is closed through
+//! the hooks, and the next owner may be waited on wrongly (a socket taken
+//! for a file blocks its thread; the Dispatcher covers it).
 
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -142,17 +152,22 @@ impl FdCtx {
             return s;
         }
         let mut bits = KNOWN;
-        // SAFETY: fstat into a zeroed stat; an invalid fd fails, leaving the
-        // descriptor "known, not hooked".
+        // SAFETY: fstat into a zeroed stat, checked for failure.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        if unsafe { libc::fstat(fd, &mut st) } == 0 {
-            let fmt = st.st_mode & libc::S_IFMT;
-            if fmt == libc::S_IFSOCK {
-                bits |= HOOKED | SOCKET;
-            } else if fmt == libc::S_IFIFO {
-                bits |= HOOKED;
-            }
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            // Not open (closed under the caller, or never opened): this call
+            // passes through and fails as libc's would, and nothing is
+            // remembered, since the next descriptor to get this number, made
+            // by a call the hooks do not see (`socket`, `open`, `pipe`), may
+            // be anything.
+            return s & !FLAGS;
+        }
+        let fmt = st.st_mode & libc::S_IFMT;
+        if fmt == libc::S_IFSOCK {
+            bits |= HOOKED | SOCKET;
+        } else if fmt == libc::S_IFIFO {
+            bits |= HOOKED;
         }
         if bits & HOOKED != 0 {
             // SAFETY: F_GETFL takes no argument.
@@ -196,6 +211,9 @@ impl FdCtx {
 
     /// Switches the descriptor to non-blocking mode (for waiting through
     /// epoll), once.
+    /// `state` is the state word the caller's call began with: if the
+    /// descriptor was closed since, the bit is not set (it would describe
+    /// the number's next owner wrongly).
     pub(crate) fn ensure_nonblocking(&self, fd: c_int, state: u64) {
         if state & (SYS_NONBLOCK | USER_NONBLOCK) != 0 {
             return;
@@ -207,7 +225,19 @@ impl FdCtx {
                 real::fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as libc::c_ulong);
             }
         }
-        self.set_bit(SYS_NONBLOCK, true);
+        let mut cur = self.state.load(Ordering::Acquire);
+        while generation(cur) == generation(state) {
+            // AcqRel: as `set_flags`.
+            match self.state.compare_exchange_weak(
+                cur,
+                cur | SYS_NONBLOCK,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
     }
 
     /// The timeout of waits in `interest`'s direction.
@@ -230,9 +260,28 @@ impl FdCtx {
         }
     }
 
-    /// The registration, made (inside a task) on first need.
-    pub(crate) fn registration(&self, fd: c_int) -> std::io::Result<Option<Arc<Registration>>> {
+    /// The generation now (see the module docs).
+    pub(crate) fn generation_now(&self) -> u64 {
+        generation(self.state.load(Ordering::Acquire))
+    }
+
+    /// The registration, made (inside a task) on first need, for a call
+    /// that began in generation `gen`: `EBADF` if the descriptor was closed
+    /// since. Checked under the lock that [`close_with`](Self::close_with)
+    /// holds from after its first bump of the generation to after its
+    /// second, so a registration is never made for a descriptor being
+    /// closed (and then left behind for the number's next owner): either
+    /// this sees the generation moved, or `close_with` finds the
+    /// registration and removes it.
+    pub(crate) fn registration(
+        &self,
+        fd: c_int,
+        gen: u64,
+    ) -> std::io::Result<Option<Arc<Registration>>> {
         let mut reg = self.reg.lock();
+        if self.generation_now() != gen {
+            return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+        }
         if let Some(r) = reg.as_ref() {
             return Ok(Some(r.clone()));
         }
@@ -241,13 +290,46 @@ impl FdCtx {
         Ok(made)
     }
 
-    /// The descriptor is being closed (or replaced by `dup2`): wake and
-    /// unregister its waiters, forget what it was, bump the generation.
-    pub(crate) fn closing(&self) {
-        let reg = self.reg.lock().take();
-        if let Some(r) = reg {
+    /// Closes the descriptor with `close` (the real `close`, `dup2` or
+    /// `dup3`, which replace it), keeping the bookkeeping right around it:
+    ///
+    /// 1. forget what the descriptor was and bump the generation;
+    /// 2. under the registration's lock, take the registration out and
+    ///    deregister it: the descriptor leaves epoll while the number is
+    ///    still its own, and every task waiting on it wakes;
+    /// 3. `close`;
+    /// 4. forget and bump again, then let go of the lock.
+    ///
+    /// The generation moves before the waiters wake: one may run at once
+    /// on another thread, retry its call on the still-open descriptor, get
+    /// `EAGAIN` and wait again, on a registration nobody will ever wake;
+    /// with the generation moved it fails with `EBADF` instead. Step 4
+    /// discards what a call learned about the old file between steps 1 and
+    /// 3 (its kind, gofer's non-blocking bit), which would otherwise be
+    /// stamped on the number's next owner. A registration cannot be made in
+    /// between either: [`registration`](Self::registration) takes the same
+    /// lock and checks the generation under it.
+    ///
+    /// Returns what `close` returned, with its errno.
+    pub(crate) fn close_with(&self, close: impl FnOnce() -> c_int) -> c_int {
+        self.forget();
+        let mut reg = self.reg.lock();
+        if let Some(r) = reg.take() {
             r.deregister();
         }
+        let r = close();
+        let e = std::io::Error::last_os_error().raw_os_error();
+        self.forget();
+        drop(reg);
+        if let Some(e) = e {
+            // SAFETY: errno's location is valid for the calling thread.
+            unsafe { *libc::__errno_location() = e };
+        }
+        r
+    }
+
+    /// Resets the flags and timeouts and bumps the generation.
+    fn forget(&self) {
         self.recv_timeout.store(0, Ordering::Relaxed);
         self.send_timeout.store(0, Ordering::Relaxed);
         let mut cur = self.state.load(Ordering::Acquire);
