@@ -22,7 +22,6 @@
 mod common;
 
 #[path = "../examples/common/http.rs"]
-#[allow(dead_code)]
 mod http;
 
 use std::io::{Read, Write};
@@ -89,15 +88,17 @@ fn round(clients: &Scheduler, addr: std::net::SocketAddr) {
                 let get = |path: &str| {
                     let url = format!("http://{addr}{path}");
                     match &agent {
-                        Some(a) => a.get(&url).call(),
-                        None => ureq::get(&url).call(),
+                        Some(a) => a.get(&url),
+                        None => ureq::get(&url),
                     }
                 };
-                let resp = get("/").unwrap_or_else(|e| panic!("task {i}: GET /: {e}"));
+                let resp = get("/")
+                    .call()
+                    .unwrap_or_else(|e| panic!("task {i}: GET /: {e}"));
                 assert_eq!(resp.status(), 200);
                 assert_eq!(resp.content_type(), "text/plain");
                 assert_eq!(resp.into_string().expect("body"), "Hello, World!");
-                match get(&format!("/task/{i}")) {
+                match get(&format!("/task/{i}")).call() {
                     Err(ureq::Error::Status(404, resp)) => {
                         assert_eq!(resp.into_string().unwrap(), "Not Found");
                     }
