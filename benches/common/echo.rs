@@ -165,8 +165,15 @@ pub fn load() -> String {
 /// Prints the table's header.
 pub fn print_header() {
     println!(
-        "{:>11}  {:<6} {:>14} {:>9} {:>9} {:>12} {:>7}",
-        "connections", "server", "round trips/s", "p50", "p99", "server CPU", "errors"
+        "{:>11}  {:<6} {:>14} {:>9} {:>9} {:>12} {:>13} {:>7}",
+        "connections",
+        "server",
+        "round trips/s",
+        "p50",
+        "p99",
+        "server CPU",
+        "CPU/round trip",
+        "errors"
     );
 }
 
@@ -190,9 +197,12 @@ pub fn run_row(
             .get(((run.latencies_us.len() as f64 - 1.0) * p).round() as usize)
             .map_or(f64::NAN, |&v| v as f64 / 1000.0)
     };
+    let rate = run.round_trips as f64 / duration.as_secs_f64();
+    // The server's CPU time per round trip: steadier than the rate on a
+    // shared machine, since it does not count the time the server waited.
+    let per_trip_us = cpu * 1e6 / rate;
     println!(
-        "{n:>11}  {name:<6} {:>14.0} {:>7.3}ms {:>7.3}ms {:>10.0} % {:>7}",
-        run.round_trips as f64 / duration.as_secs_f64(),
+        "{n:>11}  {name:<6} {rate:>14.0} {:>7.3}ms {:>7.3}ms {:>10.0} % {per_trip_us:>11.2}us {:>7}",
         q(0.5),
         q(0.99),
         cpu * 100.0,
