@@ -11,7 +11,8 @@
 //! # The state word (`FdCtx::state`)
 //!
 //! ```text
-//!   bits 63..32   generation: +1 before and after every close (or dup2 over it)
+//!   bits 63..32   generation: +1 at every close (or dup2 over it)
+//!   bit  5        CLOSING       being closed: callers wait until it is
 //!   bit  4        SOCKET        it is a socket (connect, SO_*TIMEO apply)
 //!   bit  3        USER_NONBLOCK the program set O_NONBLOCK: return EAGAIN
 //!   bit  2        SYS_NONBLOCK  gofer set O_NONBLOCK to wait through epoll
@@ -22,11 +23,12 @@
 //! Closing a descriptor resets the low bits (the number may next name
 //! anything) and bumps the generation, so a call that waited across the
 //! close sees the generation move, fails with `EBADF`, and never retries on
-//! a number that now belongs to someone else. It does both again once the
-//! real `close` has returned, dropping whatever a call learned about the
-//! old file meanwhile ([`FdCtx::close_with`]). A descriptor that is not open
-//! is never remembered, so the number's next owner, made by a call the
-//! hooks do not see (`socket`, `open`, `pipe`), is looked at afresh.
+//! a number that now belongs to someone else. Until the real `close` has
+//! returned, `CLOSING` holds back calls that would look at the descriptor,
+//! which may still be the old file ([`FdCtx::close_with`]). A descriptor that is not
+//! open is never remembered either, so the number's next owner, made by a
+//! call the hooks do not see (`socket`, `open`, `pipe`), is looked at
+//! afresh.
 //!
 //! What the hooks cannot see is a descriptor closed without calling
 //! `close` (`close_range`, a raw system call, `fclose` inside libc): its
@@ -56,6 +58,8 @@ pub(crate) const HOOKED: u64 = 2;
 pub(crate) const SYS_NONBLOCK: u64 = 4;
 pub(crate) const USER_NONBLOCK: u64 = 8;
 pub(crate) const SOCKET: u64 = 16;
+/// Being closed: nothing learned about the descriptor is remembered.
+const CLOSING: u64 = 32;
 const FLAGS: u64 = 0xffff_ffff;
 const GEN_ONE: u64 = 1 << 32;
 
@@ -146,8 +150,22 @@ pub(crate) fn generation(state: u64) -> u64 {
 
 impl FdCtx {
     /// The state word, reading what the descriptor is on first use.
+    ///
+    /// While the descriptor is being closed on another thread (`CLOSING`:
+    /// one `close` system call), waits for that to finish, so the state
+    /// returned describes whatever holds the number afterwards.
     pub(crate) fn state(&self, fd: c_int) -> u64 {
-        let s = self.state.load(Ordering::Acquire);
+        let mut s = self.state.load(Ordering::Acquire);
+        let mut spins = 0u32;
+        while s & CLOSING != 0 {
+            if spins < 100 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now(); // sched_yield, which is not hooked
+            }
+            s = self.state.load(Ordering::Acquire);
+        }
         if s & KNOWN != 0 {
             return s;
         }
@@ -181,12 +199,13 @@ impl FdCtx {
     }
 
     /// Replaces the flag bits of `expected` (if the generation still is the
-    /// one it had), keeping the generation.
+    /// one it had, and the descriptor was not being closed when the caller
+    /// looked at it, nor is now), keeping the generation.
     fn set_flags(&self, expected: u64, flags: u64) {
         let mut cur = expected;
         loop {
-            if generation(cur) != generation(expected) {
-                return; // closed meanwhile
+            if generation(cur) != generation(expected) || cur & CLOSING != 0 {
+                return; // closed meanwhile, or what was seen may be the old file
             }
             let new = (cur & !FLAGS) | flags;
             // AcqRel: publishes the flags with the descriptor's state.
@@ -293,22 +312,23 @@ impl FdCtx {
     /// Closes the descriptor with `close` (the real `close`, `dup2` or
     /// `dup3`, which replace it), keeping the bookkeeping right around it:
     ///
-    /// 1. forget what the descriptor was and bump the generation;
+    /// 1. forget what the descriptor was, bump the generation, set
+    ///    `CLOSING`;
     /// 2. under the registration's lock, take the registration out and
     ///    deregister it: the descriptor leaves epoll while the number is
     ///    still its own, and every task waiting on it wakes;
     /// 3. `close`;
-    /// 4. forget and bump again, then let go of the lock.
+    /// 4. clear `CLOSING`, then let go of the lock.
     ///
     /// The generation moves before the waiters wake: one may run at once
     /// on another thread, retry its call on the still-open descriptor, get
     /// `EAGAIN` and wait again, on a registration nobody will ever wake;
-    /// with the generation moved it fails with `EBADF` instead. Step 4
-    /// discards what a call learned about the old file between steps 1 and
-    /// 3 (its kind, gofer's non-blocking bit), which would otherwise be
-    /// stamped on the number's next owner. A registration cannot be made in
-    /// between either: [`registration`](Self::registration) takes the same
-    /// lock and checks the generation under it.
+    /// with the generation moved it fails with `EBADF` instead. While
+    /// `CLOSING` is set, [`state`](Self::state) waits, so no call learns
+    /// (and remembers) what may be the old file, and a registration cannot
+    /// be made either: [`registration`](Self::registration) takes the same
+    /// lock. The number's next owner, which may appear on another thread as
+    /// soon as step 3 returns, is looked at afresh once step 4 is done.
     ///
     /// Returns what `close` returned, with its errno.
     pub(crate) fn close_with(&self, close: impl FnOnce() -> c_int) -> c_int {
@@ -319,7 +339,8 @@ impl FdCtx {
         }
         let r = close();
         let e = std::io::Error::last_os_error().raw_os_error();
-        self.forget();
+        // Release: pairs with the Acquire loads of the state word.
+        self.state.fetch_and(!CLOSING, Ordering::Release);
         drop(reg);
         if let Some(e) = e {
             // SAFETY: errno's location is valid for the calling thread.
@@ -328,13 +349,14 @@ impl FdCtx {
         r
     }
 
-    /// Resets the flags and timeouts and bumps the generation.
+    /// Resets the flags and timeouts, bumps the generation and sets
+    /// `CLOSING`.
     fn forget(&self) {
         self.recv_timeout.store(0, Ordering::Relaxed);
         self.send_timeout.store(0, Ordering::Relaxed);
         let mut cur = self.state.load(Ordering::Acquire);
         loop {
-            let new = (cur & !FLAGS).wrapping_add(GEN_ONE);
+            let new = (cur & !FLAGS).wrapping_add(GEN_ONE) | CLOSING;
             // AcqRel: a waiter that sees the new generation sees the rest.
             match self
                 .state
@@ -351,7 +373,7 @@ impl FdCtx {
         let s = self.state.load(Ordering::Acquire);
         let mut cur = to.state.load(Ordering::Acquire);
         loop {
-            let new = (cur & !FLAGS) | (s & FLAGS);
+            let new = (cur & !FLAGS) | (s & FLAGS & !CLOSING);
             match to
                 .state
                 .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
