@@ -159,7 +159,8 @@ fn a_sleeper_wakes_on_time_while_every_processer_is_busy() {
 }
 
 /// A sleeper's timer sits on its Processer's queue; that Processer then
-/// blocks in the kernel (`std::thread::sleep` in a task) for a second.
+/// blocks in the kernel (a raw `nanosleep` in a task, which no hook
+/// turns into a task sleep) for a second.
 /// The Dispatcher fires the overdue timer, and the sleeper runs on the
 /// other Processer, long before the block ends.
 #[test]
@@ -197,7 +198,7 @@ fn a_sleeper_whose_processer_blocks_in_the_kernel_still_wakes_on_time() {
                 continue;
             }
             let start = Instant::now();
-            std::thread::sleep(BLOCK);
+            common::block_thread_in_kernel(BLOCK);
             let record = sleeper.join().unwrap().expect("it slept");
             return (start, record);
         })
@@ -235,7 +236,7 @@ fn a_sleeper_on_an_extra_processer_wakes_on_time_while_the_core_one_is_blocked()
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let blocker = s.spawn(move || {
         started_tx.send(Instant::now()).unwrap();
-        std::thread::sleep(BLOCK);
+        common::block_thread_in_kernel(BLOCK);
     });
     let block_start = started_rx.recv().unwrap();
     // Queued behind the blocked Processer: rescued onto an extra one.
