@@ -529,6 +529,56 @@ fn connect_in_a_task_reports_refusal_and_connect_timeout_works() {
     );
 }
 
+#[test]
+fn a_task_whose_std_socket_never_makes_it_wait_still_lets_others_run() {
+    in_child(
+        "a_task_whose_std_socket_never_makes_it_wait_still_lets_others_run",
+        || {
+            // One thread, and 64 KiB already waiting to be read a byte at a
+            // time: no read ever waits, so only the IO budget makes the
+            // reader let the other task run.
+            const BYTES: usize = 64 << 10;
+            let s = sched("hcoop", 1, 1);
+            let (c, mut server_side) = pair();
+            server_side.write_all(&vec![7u8; BYTES]).unwrap();
+            let reading = Arc::new(AtomicBool::new(false));
+            let stop = Arc::new(AtomicBool::new(false));
+            let other = {
+                let (reading, stop) = (reading.clone(), stop.clone());
+                s.spawn(move || {
+                    let mut during = 0usize;
+                    while !stop.load(Ordering::SeqCst) {
+                        if reading.load(Ordering::SeqCst) {
+                            during += 1;
+                        }
+                        gofer::yield_now();
+                    }
+                    during
+                })
+            };
+            let reader = s.spawn(move || {
+                let mut c = c;
+                let mut b = [0u8; 1];
+                reading.store(true, Ordering::SeqCst);
+                for _ in 0..BYTES {
+                    c.read_exact(&mut b).expect("a byte that is already there");
+                    assert_eq!(b[0], 7);
+                }
+                reading.store(false, Ordering::SeqCst);
+                stop.store(true, Ordering::SeqCst);
+            });
+            reader.join().unwrap();
+            let during = other.join().unwrap();
+            println!("figure: the other task ran {during} times during {BYTES} ready reads");
+            assert!(
+                during >= 10,
+                "the other task ran {during} times: the reader kept the thread"
+            );
+            s.shutdown();
+        },
+    );
+}
+
 // ------------------------------------------------------------ plain threads
 
 #[test]

@@ -108,6 +108,12 @@ fn io_loop(fd: c_int, interest: Interest, mut op: impl FnMut() -> ssize_t) -> ss
         .timeout(interest)
         .and_then(|t| Instant::now().checked_add(t));
     let mut reg: Option<Arc<Registration>> = None;
+    // Every call spends from the task's budget, which a wait refills, as
+    // `gofer::net`'s do (`io/coop.rs`): a task whose descriptor never makes
+    // it wait still lets the others on its thread run.
+    if task {
+        crate::io::coop::spend();
+    }
     loop {
         let seen = reg.as_ref().map(|r| r.readiness(interest));
         let r = op();
@@ -141,6 +147,9 @@ fn io_loop(fd: c_int, interest: Interest, mut op: impl FnMut() -> ssize_t) -> ss
         } else {
             poll_fd(fd, interest, deadline).err()
         };
+        if task {
+            crate::io::coop::refill(); // it waited
+        }
         if ctx.generation_now() != gen {
             return fail(Stop::Closed);
         }
