@@ -159,7 +159,8 @@ fn a_sleeper_wakes_on_time_while_every_processer_is_busy() {
 }
 
 /// A sleeper's timer sits on its Processer's queue; that Processer then
-/// blocks in the kernel (a raw `nanosleep` in a task) for a second.
+/// blocks in the kernel (a raw `nanosleep` in a task, which no hook
+/// turns into a task sleep) for a second.
 /// The Dispatcher fires the overdue timer, and the sleeper runs on the
 /// other Processer, long before the block ends.
 #[test]

@@ -108,15 +108,26 @@ fn io_loop(fd: c_int, interest: Interest, mut op: impl FnMut() -> ssize_t) -> ss
         .timeout(interest)
         .and_then(|t| Instant::now().checked_add(t));
     let mut reg: Option<Arc<Registration>> = None;
+    // Every call spends from the task's budget, which a wait refills, as
+    // `gofer::net`'s do (`io/coop.rs`): a task whose descriptor never makes
+    // it wait still lets the others on its thread run.
+    if task {
+        crate::io::coop::spend();
+    }
     loop {
         let seen = reg.as_ref().map(|r| r.readiness(interest));
         let r = op();
         if r >= 0 || errno() != libc::EAGAIN {
             return r;
         }
+        // Closed since the call began (the generation moves before the
+        // waiters are woken): never wait on the registration it had.
+        if ctx.generation_now() != gen {
+            return fail(Stop::Closed);
+        }
         let stop = if task {
             if reg.is_none() {
-                match guarded(|| ctx.registration(fd)) {
+                match guarded(|| ctx.registration(fd, gen)) {
                     Ok(Some(r)) => reg = Some(r),
                     Ok(None) => {}
                     Err(e) => return fail(Stop::Os(e.raw_os_error().unwrap_or(libc::EIO))),
@@ -136,8 +147,10 @@ fn io_loop(fd: c_int, interest: Interest, mut op: impl FnMut() -> ssize_t) -> ss
         } else {
             poll_fd(fd, interest, deadline).err()
         };
-        let gen_now = fdctx::generation(ctx.state(fd));
-        if gen_now != gen {
+        if task {
+            crate::io::coop::refill(); // it waited
+        }
+        if ctx.generation_now() != gen {
             return fail(Stop::Closed);
         }
         if let Some(e) = stop {
@@ -369,7 +382,7 @@ pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, al: socklen_t) -
         .timeout(Interest::Write)
         .and_then(|t| Instant::now().checked_add(t));
     let waited = if task {
-        match guarded(|| ctx.registration(fd)) {
+        match guarded(|| ctx.registration(fd, gen)) {
             Ok(Some(reg)) => reg.wait(Interest::Write, deadline),
             Ok(None) => poll_fd(fd, Interest::Write, deadline),
             Err(e) => Err(e),
@@ -377,7 +390,7 @@ pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, al: socklen_t) -
     } else {
         poll_fd(fd, Interest::Write, deadline)
     };
-    if fdctx::generation(ctx.state(fd)) != gen {
+    if ctx.generation_now() != gen {
         set_errno(libc::EBADF);
         return -1;
     }
@@ -443,7 +456,7 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_
     let deadline = (timeout > 0)
         .then(|| Instant::now().checked_add(Duration::from_millis(timeout as u64)))
         .flatten();
-    let reg = match guarded(|| ctx.registration(pfd.fd)) {
+    let reg = match guarded(|| ctx.registration(pfd.fd, fdctx::generation(st))) {
         Ok(Some(reg)) => reg,
         _ => return real_poll(timeout),
     };
@@ -572,13 +585,12 @@ pub unsafe extern "C" fn usleep(usec: libc::useconds_t) -> c_int {
 /// The contract of `close(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if !in_hook() {
-        if let Some(ctx) = fdctx::get(fd) {
-            guarded(|| ctx.closing());
-        }
-    }
     // SAFETY: forwarded with the caller's argument.
-    unsafe { real::close(fd) }
+    let real_close = || unsafe { real::close(fd) };
+    match fdctx::get(fd) {
+        Some(ctx) if !in_hook() => guarded(|| ctx.close_with(real_close)),
+        _ => real_close(),
+    }
 }
 
 /// Hooked `fcntl`: `F_GETFL` reports the program's own `O_NONBLOCK`,
@@ -715,16 +727,16 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 /// The contract of `dup2(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
-    if !in_hook() && fd != to {
-        if let Some(ctx) = fdctx::get(to) {
-            guarded(|| ctx.closing());
-        }
-    }
     // SAFETY: forwarded with the caller's arguments.
-    let new = unsafe { real::dup2(fd, to) };
-    if !in_hook() && fd != to {
-        copy_ctx(fd, new);
+    let real_dup2 = || unsafe { real::dup2(fd, to) };
+    if in_hook() || fd == to {
+        return real_dup2();
     }
+    let new = match fdctx::get(to) {
+        Some(ctx) => guarded(|| ctx.close_with(real_dup2)),
+        None => real_dup2(),
+    };
+    copy_ctx(fd, new);
     new
 }
 
@@ -734,16 +746,16 @@ pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
 /// The contract of `dup3(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
-    if !in_hook() && fd != to {
-        if let Some(ctx) = fdctx::get(to) {
-            guarded(|| ctx.closing());
-        }
-    }
     // SAFETY: forwarded with the caller's arguments.
-    let new = unsafe { real::dup3(fd, to, flags) };
-    if !in_hook() {
-        copy_ctx(fd, new);
+    let real_dup3 = || unsafe { real::dup3(fd, to, flags) };
+    if in_hook() || fd == to {
+        return real_dup3(); // dup3 refuses fd == to with EINVAL
     }
+    let new = match fdctx::get(to) {
+        Some(ctx) => guarded(|| ctx.close_with(real_dup3)),
+        None => real_dup3(),
+    };
+    copy_ctx(fd, new);
     new
 }
 

@@ -12,6 +12,7 @@
 //!
 //! ```text
 //!   bits 63..32   generation: +1 at every close (or dup2 over it)
+//!   bit  5        CLOSING       being closed: callers wait until it is
 //!   bit  4        SOCKET        it is a socket (connect, SO_*TIMEO apply)
 //!   bit  3        USER_NONBLOCK the program set O_NONBLOCK: return EAGAIN
 //!   bit  2        SYS_NONBLOCK  gofer set O_NONBLOCK to wait through epoll
@@ -22,7 +23,18 @@
 //! Closing a descriptor resets the low bits (the number may next name
 //! anything) and bumps the generation, so a call that waited across the
 //! close sees the generation move, fails with `EBADF`, and never retries on
-//! a number that now belongs to someone else.
+//! a number that now belongs to someone else. Until the real `close` has
+//! returned, `CLOSING` holds back calls that would look at the descriptor,
+//! which may still be the old file ([`FdCtx::close_with`]). A descriptor that is not
+//! open is never remembered either, so the number's next owner, made by a
+//! call the hooks do not see (`socket`, `open`, `pipe`), is looked at
+//! afresh.
+//!
+//! What the hooks cannot see is a descriptor closed without calling
+//! `close` (`close_range`, a raw system call, `fclose` inside libc): its
+//! entry keeps describing the old file until the number is closed through
+//! the hooks, and the next owner may be waited on wrongly (a socket taken
+//! for a file blocks its thread; the Dispatcher covers it).
 
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -46,6 +58,8 @@ pub(crate) const HOOKED: u64 = 2;
 pub(crate) const SYS_NONBLOCK: u64 = 4;
 pub(crate) const USER_NONBLOCK: u64 = 8;
 pub(crate) const SOCKET: u64 = 16;
+/// Being closed: nothing learned about the descriptor is remembered.
+const CLOSING: u64 = 32;
 const FLAGS: u64 = 0xffff_ffff;
 const GEN_ONE: u64 = 1 << 32;
 
@@ -136,23 +150,42 @@ pub(crate) fn generation(state: u64) -> u64 {
 
 impl FdCtx {
     /// The state word, reading what the descriptor is on first use.
+    ///
+    /// While the descriptor is being closed on another thread (`CLOSING`:
+    /// one `close` system call), waits for that to finish, so the state
+    /// returned describes whatever holds the number afterwards.
     pub(crate) fn state(&self, fd: c_int) -> u64 {
-        let s = self.state.load(Ordering::Acquire);
+        let mut s = self.state.load(Ordering::Acquire);
+        let mut spins = 0u32;
+        while s & CLOSING != 0 {
+            if spins < 100 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now(); // sched_yield, which is not hooked
+            }
+            s = self.state.load(Ordering::Acquire);
+        }
         if s & KNOWN != 0 {
             return s;
         }
         let mut bits = KNOWN;
-        // SAFETY: fstat into a zeroed stat; an invalid fd fails, leaving the
-        // descriptor "known, not hooked".
+        // SAFETY: fstat into a zeroed stat, checked for failure.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        if unsafe { libc::fstat(fd, &mut st) } == 0 {
-            let fmt = st.st_mode & libc::S_IFMT;
-            if fmt == libc::S_IFSOCK {
-                bits |= HOOKED | SOCKET;
-            } else if fmt == libc::S_IFIFO {
-                bits |= HOOKED;
-            }
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            // Not open (closed under the caller, or never opened): this call
+            // passes through and fails as libc's would, and nothing is
+            // remembered, since the next descriptor to get this number, made
+            // by a call the hooks do not see (`socket`, `open`, `pipe`), may
+            // be anything.
+            return s & !FLAGS;
+        }
+        let fmt = st.st_mode & libc::S_IFMT;
+        if fmt == libc::S_IFSOCK {
+            bits |= HOOKED | SOCKET;
+        } else if fmt == libc::S_IFIFO {
+            bits |= HOOKED;
         }
         if bits & HOOKED != 0 {
             // SAFETY: F_GETFL takes no argument.
@@ -166,12 +199,13 @@ impl FdCtx {
     }
 
     /// Replaces the flag bits of `expected` (if the generation still is the
-    /// one it had), keeping the generation.
+    /// one it had, and the descriptor was not being closed when the caller
+    /// looked at it, nor is now), keeping the generation.
     fn set_flags(&self, expected: u64, flags: u64) {
         let mut cur = expected;
         loop {
-            if generation(cur) != generation(expected) {
-                return; // closed meanwhile
+            if generation(cur) != generation(expected) || cur & CLOSING != 0 {
+                return; // closed meanwhile, or what was seen may be the old file
             }
             let new = (cur & !FLAGS) | flags;
             // AcqRel: publishes the flags with the descriptor's state.
@@ -196,6 +230,9 @@ impl FdCtx {
 
     /// Switches the descriptor to non-blocking mode (for waiting through
     /// epoll), once.
+    /// `state` is the state word the caller's call began with: if the
+    /// descriptor was closed since, the bit is not set (it would describe
+    /// the number's next owner wrongly).
     pub(crate) fn ensure_nonblocking(&self, fd: c_int, state: u64) {
         if state & (SYS_NONBLOCK | USER_NONBLOCK) != 0 {
             return;
@@ -207,7 +244,19 @@ impl FdCtx {
                 real::fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as libc::c_ulong);
             }
         }
-        self.set_bit(SYS_NONBLOCK, true);
+        let mut cur = self.state.load(Ordering::Acquire);
+        while generation(cur) == generation(state) {
+            // AcqRel: as `set_flags`.
+            match self.state.compare_exchange_weak(
+                cur,
+                cur | SYS_NONBLOCK,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
     }
 
     /// The timeout of waits in `interest`'s direction.
@@ -230,9 +279,28 @@ impl FdCtx {
         }
     }
 
-    /// The registration, made (inside a task) on first need.
-    pub(crate) fn registration(&self, fd: c_int) -> std::io::Result<Option<Arc<Registration>>> {
+    /// The generation now (see the module docs).
+    pub(crate) fn generation_now(&self) -> u64 {
+        generation(self.state.load(Ordering::Acquire))
+    }
+
+    /// The registration, made (inside a task) on first need, for a call
+    /// that began in generation `gen`: `EBADF` if the descriptor was closed
+    /// since. Checked under the lock that [`close_with`](Self::close_with)
+    /// holds from after its first bump of the generation to after its
+    /// second, so a registration is never made for a descriptor being
+    /// closed (and then left behind for the number's next owner): either
+    /// this sees the generation moved, or `close_with` finds the
+    /// registration and removes it.
+    pub(crate) fn registration(
+        &self,
+        fd: c_int,
+        gen: u64,
+    ) -> std::io::Result<Option<Arc<Registration>>> {
         let mut reg = self.reg.lock();
+        if self.generation_now() != gen {
+            return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+        }
         if let Some(r) = reg.as_ref() {
             return Ok(Some(r.clone()));
         }
@@ -241,18 +309,54 @@ impl FdCtx {
         Ok(made)
     }
 
-    /// The descriptor is being closed (or replaced by `dup2`): wake and
-    /// unregister its waiters, forget what it was, bump the generation.
-    pub(crate) fn closing(&self) {
-        let reg = self.reg.lock().take();
-        if let Some(r) = reg {
+    /// Closes the descriptor with `close` (the real `close`, `dup2` or
+    /// `dup3`, which replace it), keeping the bookkeeping right around it:
+    ///
+    /// 1. forget what the descriptor was, bump the generation, set
+    ///    `CLOSING`;
+    /// 2. under the registration's lock, take the registration out and
+    ///    deregister it: the descriptor leaves epoll while the number is
+    ///    still its own, and every task waiting on it wakes;
+    /// 3. `close`;
+    /// 4. clear `CLOSING`, then let go of the lock.
+    ///
+    /// The generation moves before the waiters wake: one may run at once
+    /// on another thread, retry its call on the still-open descriptor, get
+    /// `EAGAIN` and wait again, on a registration nobody will ever wake;
+    /// with the generation moved it fails with `EBADF` instead. While
+    /// `CLOSING` is set, [`state`](Self::state) waits, so no call learns
+    /// (and remembers) what may be the old file, and a registration cannot
+    /// be made either: [`registration`](Self::registration) takes the same
+    /// lock. The number's next owner, which may appear on another thread as
+    /// soon as step 3 returns, is looked at afresh once step 4 is done.
+    ///
+    /// Returns what `close` returned, with its errno.
+    pub(crate) fn close_with(&self, close: impl FnOnce() -> c_int) -> c_int {
+        self.forget();
+        let mut reg = self.reg.lock();
+        if let Some(r) = reg.take() {
             r.deregister();
         }
+        let r = close();
+        let e = std::io::Error::last_os_error().raw_os_error();
+        // Release: pairs with the Acquire loads of the state word.
+        self.state.fetch_and(!CLOSING, Ordering::Release);
+        drop(reg);
+        if let Some(e) = e {
+            // SAFETY: errno's location is valid for the calling thread.
+            unsafe { *libc::__errno_location() = e };
+        }
+        r
+    }
+
+    /// Resets the flags and timeouts, bumps the generation and sets
+    /// `CLOSING`.
+    fn forget(&self) {
         self.recv_timeout.store(0, Ordering::Relaxed);
         self.send_timeout.store(0, Ordering::Relaxed);
         let mut cur = self.state.load(Ordering::Acquire);
         loop {
-            let new = (cur & !FLAGS).wrapping_add(GEN_ONE);
+            let new = (cur & !FLAGS).wrapping_add(GEN_ONE) | CLOSING;
             // AcqRel: a waiter that sees the new generation sees the rest.
             match self
                 .state
@@ -269,7 +373,7 @@ impl FdCtx {
         let s = self.state.load(Ordering::Acquire);
         let mut cur = to.state.load(Ordering::Acquire);
         loop {
-            let new = (cur & !FLAGS) | (s & FLAGS);
+            let new = (cur & !FLAGS) | (s & FLAGS & !CLOSING);
             match to
                 .state
                 .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)

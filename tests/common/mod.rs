@@ -131,6 +131,34 @@ fn child_command(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Co
     cmd
 }
 
+/// The watchdog's limit for [`in_child`]: generous, the machine is shared.
+pub const IN_CHILD_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `body` in a child process (this test binary re-run for `test`
+/// alone, with `CHILD_ENV=test`) under a watchdog, and fails unless it
+/// finished, succeeded and printed its end marker. What the child printed
+/// from `figure:` on is passed on.
+pub fn in_child(test: &str, body: impl FnOnce()) {
+    if child_scenario().as_deref() == Some(test) {
+        body();
+        println!("CHILD-OK {test}");
+        return;
+    }
+    let out = run_child_watched(test, test, &[], IN_CHILD_LIMIT)
+        .unwrap_or_else(|| panic!("{test} hung: the child was killed after {IN_CHILD_LIMIT:?}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(&format!("CHILD-OK {test}")),
+        "{}",
+        describe(&out)
+    );
+    for line in stdout.lines() {
+        if let Some(at) = line.find("figure:") {
+            println!("{}", &line[at..]);
+        }
+    }
+}
+
 /// The child's stdout and stderr, for assertion messages.
 pub fn describe(out: &Output) -> String {
     format!(
@@ -213,4 +241,37 @@ pub fn block_thread_in_kernel(d: Duration) {
             std::ptr::null_mut::<libc::timespec>(),
         )
     };
+}
+
+/// Grows the process's descriptor table to hold `fds` descriptors, once,
+/// up front: growing it waits for an RCU grace period in the kernel
+/// (`expand_files`, milliseconds in a multi-threaded process), so a task
+/// whose `socket` or `accept` crosses a power of two sleeps in the kernel,
+/// and the Dispatcher rightly calls its thread blocked. The table never
+/// shrinks. Raises the soft `RLIMIT_NOFILE` to `fds` if it is lower and the
+/// hard limit allows.
+pub fn grow_fd_table(fds: usize) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into a live local.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    if lim.rlim_cur < fds as u64 && lim.rlim_max >= fds as u64 {
+        lim.rlim_cur = fds as u64;
+        // SAFETY: setrlimit reads one rlimit from a live local.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    }
+    let top = (fds.min(lim.rlim_cur as usize) - 1) as libc::c_int;
+    // SAFETY: duplicates stdin's descriptor onto a number nothing uses (the
+    // table is far from full), then closes that copy.
+    unsafe {
+        assert_eq!(
+            libc::dup2(0, top),
+            top,
+            "{}",
+            std::io::Error::last_os_error()
+        );
+        libc::close(top);
+    }
 }
