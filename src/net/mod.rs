@@ -135,3 +135,81 @@ macro_rules! socket_impls {
     };
 }
 pub(crate) use socket_impls;
+
+/// `Read` and `Write` for a stream socket and for a shared reference to it
+/// (so that a reader task and a writer task can share one connection).
+/// Reads and writes go through `Source::stream_io`: a short one clears the
+/// readiness it saw.
+macro_rules! stream_impls {
+    ($t:ty) => {
+        impl std::io::Read for &$t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let want = buf.len();
+                self.inner
+                    .stream_io($crate::runtime::io::Interest::Read, want, |mut s| {
+                        std::io::Read::read(&mut s, buf)
+                    })
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                let want = bufs.iter().map(|b| b.len()).sum();
+                self.inner
+                    .stream_io($crate::runtime::io::Interest::Read, want, |mut s| {
+                        std::io::Read::read_vectored(&mut s, bufs)
+                    })
+            }
+        }
+
+        impl std::io::Write for &$t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.inner
+                    .stream_io($crate::runtime::io::Interest::Write, buf.len(), |mut s| {
+                        std::io::Write::write(&mut s, buf)
+                    })
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                let want = bufs.iter().map(|b| b.len()).sum();
+                self.inner
+                    .stream_io($crate::runtime::io::Interest::Write, want, |mut s| {
+                        std::io::Write::write_vectored(&mut s, bufs)
+                    })
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl std::io::Read for $t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                std::io::Read::read(&mut &*self, buf)
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                std::io::Read::read_vectored(&mut &*self, bufs)
+            }
+        }
+
+        impl std::io::Write for $t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                std::io::Write::write(&mut &*self, buf)
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                std::io::Write::write_vectored(&mut &*self, bufs)
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+    };
+}
+pub(crate) use stream_impls;

@@ -1,6 +1,6 @@
 //! TCP: [`TcpListener`] and [`TcpStream`], shaped like `std::net`'s.
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::{self as stdnet, Shutdown, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
@@ -291,60 +291,7 @@ impl TcpStream {
     }
 }
 
-impl Read for &TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = buf.len();
-        self.inner
-            .stream_io(Interest::Read, want, |mut s| s.read(buf))
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        let want = bufs.iter().map(|b| b.len()).sum();
-        self.inner
-            .stream_io(Interest::Read, want, |mut s| s.read_vectored(bufs))
-    }
-}
-
-impl Write for &TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner
-            .stream_io(Interest::Write, buf.len(), |mut s| s.write(buf))
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let want = bufs.iter().map(|b| b.len()).sum();
-        self.inner
-            .stream_io(Interest::Write, want, |mut s| s.write_vectored(bufs))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+super::stream_impls!(TcpStream);
 
 super::socket_impls!(TcpListener, stdnet::TcpListener, "TcpListener");
 super::socket_impls!(TcpStream, stdnet::TcpStream, "TcpStream");

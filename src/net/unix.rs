@@ -1,7 +1,7 @@
 //! Unix domain sockets: [`UnixListener`], [`UnixStream`] and
 //! [`UnixDatagram`], shaped like `std::os::unix::net`'s.
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::Shutdown;
 use std::os::unix::net::{self as stdunix, SocketAddr};
 use std::path::Path;
@@ -164,60 +164,7 @@ impl UnixStream {
     }
 }
 
-impl Read for &UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = buf.len();
-        self.inner
-            .stream_io(Interest::Read, want, |mut s| s.read(buf))
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        let want = bufs.iter().map(|b| b.len()).sum();
-        self.inner
-            .stream_io(Interest::Read, want, |mut s| s.read_vectored(bufs))
-    }
-}
-
-impl Write for &UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner
-            .stream_io(Interest::Write, buf.len(), |mut s| s.write(buf))
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let want = bufs.iter().map(|b| b.len()).sum();
-        self.inner
-            .stream_io(Interest::Write, want, |mut s| s.write_vectored(bufs))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+super::stream_impls!(UnixStream);
 
 /// A Unix datagram socket.
 pub struct UnixDatagram {
