@@ -1,0 +1,100 @@
+//! What the example servers share: their command-line options, and a main
+//! loop that starts a scheduler, listens, and serves every connection in a
+//! task of its own.
+
+use std::io::{self, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use gofer::net::{TcpListener, TcpStream};
+
+/// The options every example server takes.
+#[derive(clap::Args, Debug)]
+pub struct Options {
+    /// Address to listen on, HOST:PORT; port 0 picks a free port.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080", value_parser = parse_addr)]
+    pub addr: SocketAddr,
+
+    /// Processer threads; 0 means one per CPU.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=gofer::MAX_THREADS_LIMIT as i64))]
+    pub threads: u16,
+
+    /// Seconds a connection may wait for the client to send (or to read
+    /// what it was sent) before it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub idle_timeout: u64,
+}
+
+/// What `--help` says after the options.
+pub const AFTER_HELP: &str = "Prints `listening on ADDR` first, then runs until killed. Exit \
+                              status: 2 for a bad argument, 1 when the address cannot be bound.";
+
+fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    s.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("`{s}` is not an address; write HOST:PORT, e.g. 127.0.0.1:8080"))
+}
+
+/// Starts a scheduler named `name`, listens on `opts.addr`, prints
+/// `listening on ADDR`, and serves every connection with `serve` (given
+/// the idle timeout) in a task of its own, until the process is killed.
+/// Returns only on failure to start.
+pub fn run(
+    name: &str,
+    opts: &Options,
+    serve: fn(TcpStream, Duration) -> io::Result<()>,
+) -> ExitCode {
+    let sched = match gofer::Scheduler::builder()
+        .name(name)
+        .min_threads(opts.threads.into())
+        .build()
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot start the scheduler: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match TcpListener::bind(opts.addr) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {}: {e}", opts.addr);
+            return ExitCode::FAILURE;
+        }
+    };
+    let addr = listener
+        .local_addr()
+        .expect("a bound listener has an address");
+    println!("listening on {addr}");
+    io::stdout().flush().expect("stdout");
+
+    let idle = Duration::from_secs(opts.idle_timeout);
+    let accepter = sched.spawn(move || accept_loop(&listener, idle, serve));
+    let _ = accepter.join(); // never returns: the server runs until killed
+    ExitCode::FAILURE
+}
+
+/// Accepts connections forever, each served by a task of its own.
+fn accept_loop(
+    listener: &TcpListener,
+    idle: Duration,
+    serve: fn(TcpStream, Duration) -> io::Result<()>,
+) {
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                // A connection whose task cannot be had is closed (dropped).
+                if let Err(e) = gofer::Builder::new().spawn(move || serve(stream, idle)) {
+                    eprintln!("cannot serve a connection: {e}");
+                }
+            }
+            Err(e) => {
+                // Out of descriptors, most likely: give connections time to close.
+                eprintln!("accept: {e}");
+                gofer::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
