@@ -213,3 +213,34 @@ macro_rules! stream_impls {
     };
 }
 pub(crate) use stream_impls;
+
+/// The read and write timeouts every socket type has, as methods of the
+/// type (call it inside its `impl` block).
+macro_rules! timeout_methods {
+    () => {
+        /// Sets the read timeout: a read (or accept, or receive) that waits
+        /// longer fails with `TimedOut`. `None` waits without limit; a zero
+        /// duration is refused (`InvalidInput`), as std does.
+        pub fn set_read_timeout(&self, t: Option<std::time::Duration>) -> std::io::Result<()> {
+            self.inner
+                .set_timeout($crate::runtime::io::Interest::Read, t)
+        }
+
+        /// Sets the write timeout (see [`set_read_timeout`](Self::set_read_timeout)).
+        pub fn set_write_timeout(&self, t: Option<std::time::Duration>) -> std::io::Result<()> {
+            self.inner
+                .set_timeout($crate::runtime::io::Interest::Write, t)
+        }
+
+        /// The read timeout.
+        pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+            Ok(self.inner.timeout($crate::runtime::io::Interest::Read))
+        }
+
+        /// The write timeout.
+        pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+            Ok(self.inner.timeout($crate::runtime::io::Interest::Write))
+        }
+    };
+}
+pub(crate) use timeout_methods;

@@ -195,27 +195,7 @@ impl TcpStream {
         Ok(stream)
     }
 
-    /// Sets the read timeout: a read that waits longer fails with
-    /// `TimedOut`. `None` waits without limit; a zero duration is refused
-    /// (`InvalidInput`), as std does.
-    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.inner.set_timeout(Interest::Read, t)
-    }
-
-    /// Sets the write timeout (see [`set_read_timeout`](Self::set_read_timeout)).
-    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.inner.set_timeout(Interest::Write, t)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.timeout(Interest::Read))
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.timeout(Interest::Write))
-    }
+    super::timeout_methods!();
 
     /// The remote address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {

@@ -2,7 +2,6 @@
 
 use std::io;
 use std::net::{self as stdnet, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
-use std::time::Duration;
 
 use crate::io::source::Source;
 use crate::runtime::io::Interest;
@@ -80,25 +79,7 @@ impl UdpSocket {
         UdpSocket::from_std(self.inner.get_ref().try_clone()?)
     }
 
-    /// Sets the read timeout (`None`: wait without limit; zero is refused).
-    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.inner.set_timeout(Interest::Read, t)
-    }
-
-    /// Sets the write timeout (`None`: wait without limit; zero is refused).
-    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.inner.set_timeout(Interest::Write, t)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.timeout(Interest::Read))
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.timeout(Interest::Write))
-    }
+    super::timeout_methods!();
 
     /// Sets `SO_BROADCAST`.
     pub fn set_broadcast(&self, on: bool) -> io::Result<()> {

@@ -5,7 +5,6 @@ use std::io;
 use std::net::Shutdown;
 use std::os::unix::net::{self as stdunix, SocketAddr};
 use std::path::Path;
-use std::time::Duration;
 
 use crate::io::source::Source;
 use crate::runtime::io::Interest;
@@ -99,26 +98,7 @@ impl UnixStream {
         Ok((UnixStream::from_std(a)?, UnixStream::from_std(b)?))
     }
 
-    /// Sets the read timeout (`None`: without limit; zero is refused). A
-    /// read that waits longer fails with `TimedOut`.
-    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.inner.set_timeout(Interest::Read, t)
-    }
-
-    /// Sets the write timeout (see [`set_read_timeout`](Self::set_read_timeout)).
-    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.inner.set_timeout(Interest::Write, t)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.timeout(Interest::Read))
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.timeout(Interest::Write))
-    }
+    super::timeout_methods!();
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -224,25 +204,7 @@ impl UnixDatagram {
         self.inner.get_ref().peer_addr()
     }
 
-    /// Sets the read timeout (`None`: without limit; zero is refused).
-    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.inner.set_timeout(Interest::Read, t)
-    }
-
-    /// Sets the write timeout (`None`: without limit; zero is refused).
-    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
-        self.inner.set_timeout(Interest::Write, t)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.timeout(Interest::Read))
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.inner.timeout(Interest::Write))
-    }
+    super::timeout_methods!();
 
     /// Shuts down the read, write, or both halves.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
