@@ -73,7 +73,7 @@ use parking_lot::{Mutex, MutexGuard};
 use super::epoll::{Epoll, Events, WAKE_TOKEN};
 use super::readiness::{from_epoll, Interest, IoState, ReadyEvent, TimedOut};
 use crate::runtime::context;
-use crate::runtime::task::Runnable;
+use crate::runtime::task::{Runnable, TaskHeader};
 
 /// Events fetched per wait.
 const EVENTS: usize = 1024;
@@ -251,7 +251,7 @@ impl Registration {
         let Some(task) = context::current_task() else {
             return poll_fd(self.fd, interest, deadline);
         };
-        if !self.is_home() {
+        if !self.is_home(&task) {
             return wait_once(self.fd, interest, deadline);
         }
         self.state
@@ -259,13 +259,13 @@ impl Registration {
             .map_err(|TimedOut| io::ErrorKind::TimedOut.into())
     }
 
-    /// Whether this registration is with the running task's scheduler's
-    /// reactor. The `Weak` keeps the reactor's allocation, so its address
+    /// Whether this registration is with the reactor of `task`'s
+    /// scheduler. The `Weak` keeps the reactor's allocation, so its address
     /// cannot be taken by another reactor while this registration lives.
-    fn is_home(&self) -> bool {
-        context::current_scheduler()
-            .and_then(|s| s.reactor_if_made().map(Arc::as_ptr))
-            .is_some_and(|home| std::ptr::eq(home, self.reactor.as_ptr()))
+    fn is_home(&self, task: &TaskHeader) -> bool {
+        task.shared
+            .reactor_if_made()
+            .is_some_and(|home| std::ptr::eq(Arc::as_ptr(home), self.reactor.as_ptr()))
     }
 }
 
