@@ -403,3 +403,96 @@ fn dropped_join_handle_detaches_a_task_that_still_runs() {
     s.shutdown();
     assert_eq!(s.stats().completed, 1);
 }
+
+/// Counts its drops, and says whether the last one ran inside a task.
+struct Tracked {
+    drops: Arc<std::sync::atomic::AtomicUsize>,
+    in_task: Arc<AtomicBool>,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.in_task.store(gofer::is_coroutine(), Ordering::SeqCst);
+        self.drops.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn an_unjoined_result_is_dropped_by_the_task_when_the_handle_went_first() {
+    use std::sync::atomic::AtomicUsize;
+    let s = sched("sj-drop-task", 2);
+    let drops = Arc::new(AtomicUsize::new(0));
+    let in_task = Arc::new(AtomicBool::new(false));
+    let gate = Arc::new(AtomicBool::new(false));
+    let (d, t, g) = (drops.clone(), in_task.clone(), gate.clone());
+    let h = s.spawn(move || {
+        while !g.load(Ordering::Acquire) {
+            gofer::yield_now();
+        }
+        Tracked {
+            drops: d,
+            in_task: t,
+        }
+    });
+    drop(h);
+    gate.store(true, Ordering::Release);
+    wait_until("the result dropped", || drops.load(Ordering::SeqCst) == 1);
+    assert!(
+        in_task.load(Ordering::SeqCst),
+        "the finishing task drops a result nobody can join, at its root frame"
+    );
+    s.shutdown();
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn an_unjoined_result_is_dropped_by_the_handle_when_the_task_went_first() {
+    use std::sync::atomic::AtomicUsize;
+    let s = sched("sj-drop-handle", 2);
+    let drops = Arc::new(AtomicUsize::new(0));
+    let in_task = Arc::new(AtomicBool::new(true));
+    let (d, t) = (drops.clone(), in_task.clone());
+    let h = s.spawn(move || Tracked {
+        drops: d,
+        in_task: t,
+    });
+    wait_until("the task finished", || h.is_finished());
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "kept for the joiner");
+    drop(h);
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with the handle");
+    assert!(!in_task.load(Ordering::SeqCst), "on the handle's thread");
+    s.shutdown();
+}
+
+#[test]
+fn results_are_dropped_exactly_once_when_handles_race_the_tasks() {
+    use std::sync::atomic::AtomicUsize;
+    let s = sched("sj-drop-race", 2);
+    const N: usize = 20_000;
+    let drops = Arc::new(AtomicUsize::new(0));
+    let in_task = Arc::new(AtomicBool::new(false));
+    let mut joined = 0;
+    for i in 0..N {
+        let (d, t) = (drops.clone(), in_task.clone());
+        let h = s.spawn(move || Tracked {
+            drops: d,
+            in_task: t,
+        });
+        // Drop, join, or drop after a moment: every order of the handle's
+        // end and the task's.
+        match i % 3 {
+            0 => drop(h),
+            1 => {
+                drop(h.join().expect("task returned"));
+                joined += 1;
+            }
+            _ => {
+                std::hint::spin_loop();
+                drop(h)
+            }
+        }
+    }
+    s.shutdown();
+    assert_eq!(joined, (0..N).filter(|i| i % 3 == 1).count());
+    assert_eq!(drops.load(Ordering::SeqCst), N, "one drop per result");
+}

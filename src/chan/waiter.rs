@@ -94,9 +94,7 @@
 //! owned the waiter, so a thread never spins on a claimer's system call.
 
 use std::cell::UnsafeCell;
-use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -353,13 +351,11 @@ impl<T> Claimed<T> {
                 t.unpark();
             }
         } else {
-            // SAFETY: `task` came from `current_task_ptr`, i.e. Arc::as_ptr
-            // of the running task's header. The task is blocked in `wait`
-            // until it sees DONE, so it has not finished and its header is
-            // alive (held by its Runnable or by its parked state). The
-            // ManuallyDrop borrows that Arc without touching the count.
-            let header = ManuallyDrop::new(unsafe { Arc::from_raw(w.task) });
-            if let Some(r) = crate::runtime::task::unpark(&header) {
+            // SAFETY: `task` came from `current_task_ptr`: the running
+            // task's header. The task is blocked in `wait` until it sees
+            // DONE, so it has not finished and its header is alive (held by
+            // its Runnable or by its parked state).
+            if let Some(r) = unsafe { crate::runtime::task::unpark_raw(w.task) } {
                 crate::runtime::context::schedule(r);
             }
             // Release: as above. The unpark came first, so the header is

@@ -36,7 +36,6 @@
 //! the runtime interprets.
 
 use std::cell::Cell;
-use std::sync::Arc;
 
 use context::{Context, Transfer};
 
@@ -63,16 +62,22 @@ impl Suspend {
     }
 }
 
-/// What runs at the root of a coroutine.
-pub(crate) trait Entry: Send + Sync {
-    /// Runs to completion on the coroutine's stack. Must not unwind: the
-    /// implementation catches the panics of the code it runs.
-    fn run(self: Arc<Self>);
+/// What runs at the root of a coroutine: a function and its argument.
+#[derive(Clone, Copy)]
+pub(crate) struct Entry {
+    /// Runs to completion on the coroutine's stack. Must not unwind: it
+    /// catches the panics of the code it runs.
+    ///
+    /// # Safety
+    /// Whatever `arg` needs to be valid (the maker of the entry says).
+    pub(crate) run: unsafe fn(usize),
+    /// The argument word handed to `run`.
+    pub(crate) arg: usize,
 }
 
 /// What the Processer hands a coroutine on its first resume: the entry to
 /// run. Lives on the Processer's stack for the duration of the first switch.
-pub(crate) type EntrySlot = Option<Arc<dyn Entry>>;
+pub(crate) type EntrySlot = Option<Entry>;
 
 thread_local! {
     /// The context of the Processer loop on this thread, while a task runs.
@@ -101,7 +106,9 @@ extern "C" fn entry(t: Transfer) -> ! {
     if let Some(job) = job {
         // `run` catches panics; this outer guard only protects the invariant
         // that nothing unwinds into this extern "C" frame.
-        let run = std::panic::AssertUnwindSafe(move || job.run());
+        // SAFETY: the maker of the entry (the Processer) vouches for `arg`
+        // for as long as the coroutine runs.
+        let run = std::panic::AssertUnwindSafe(move || unsafe { (job.run)(job.arg) });
         if std::panic::catch_unwind(run).is_err() {
             super::overflow::fatal("a panic escaped a task's root frame");
         }

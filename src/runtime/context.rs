@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::processer::{ProcLocal, Push};
 use super::shared::Shared;
-use super::task::{Runnable, TaskHeader};
+use super::task::{Runnable, TaskHeader, TaskRef};
 
 thread_local! {
     static CURRENT_PROC: Cell<*const ProcLocal> = const { Cell::new(std::ptr::null()) };
@@ -52,15 +52,11 @@ pub(crate) fn current_task_ptr() -> Option<*const TaskHeader> {
 }
 
 /// A new reference to the running task's header.
-pub(crate) fn current_task() -> Option<Arc<TaskHeader>> {
+pub(crate) fn current_task() -> Option<TaskRef> {
     current_task_ptr().map(|t| {
-        // SAFETY: `t` came from Arc::as_ptr of the Runnable the Processer
-        // holds while the task runs, so the allocation is alive; taking a
-        // new strong count for the returned Arc is balanced by its drop.
-        unsafe {
-            Arc::increment_strong_count(t);
-            Arc::from_raw(t)
-        }
+        // SAFETY: `t` came from the Runnable the Processer holds while the
+        // task runs, so the cell is alive.
+        unsafe { TaskRef::clone_from_ptr(t) }
     })
 }
 

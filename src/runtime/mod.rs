@@ -21,7 +21,8 @@
 //!
 //! Nothing here imports the layers above (`task/`, `time/`, `sync/`,
 //! `chan/`): what runs inside a task reaches the runtime through the
-//! `TaskEntry` and `TimerCallback` traits those layers implement.
+//! `TaskVTable` of a task's cell and the `TimerCallback` trait those layers
+//! implement.
 
 pub(crate) mod config;
 pub(crate) mod context;

@@ -67,12 +67,12 @@ use super::context;
 use super::io::{Poller, BUSY_POLL};
 use super::processer_shared::{drain_injector, Kind, ProcesserShared};
 use super::shared::Shared;
-use super::task::{Runnable, TaskHeader};
+use super::task::{self, Runnable, TaskHeader};
 use super::timer::TimerQueue;
 use crate::coroutine::registry;
 use crate::coroutine::stack::StackMem;
 use crate::coroutine::stacks::LocalStacks;
-use crate::coroutine::switch::{self, EntrySlot, Suspend};
+use crate::coroutine::switch::{self, Entry, EntrySlot, Suspend};
 use crate::error::{contain, JoinError};
 
 /// Every this many picks, the new queue is looked at before local work.
@@ -398,7 +398,7 @@ impl ProcLocal {
 
     /// Runs one task until it switches out, then files it.
     fn run_task(&self, mut t: Runnable) {
-        let header = Arc::as_ptr(t.header());
+        let header = t.header().as_ptr();
         if t.header().home.load(Ordering::Relaxed) != self.p.index {
             t.header().home.store(self.p.index, Ordering::Relaxed);
         }
@@ -410,21 +410,19 @@ impl ProcLocal {
                     let ctx = switch::make_context(&stack);
                     let run = t.run();
                     run.stack = Some(stack);
-                    slot = run
-                        .entry
-                        .take()
-                        .map(|e| e as Arc<dyn crate::coroutine::switch::Entry>);
+                    if std::mem::take(&mut run.fresh) {
+                        slot = Some(Entry {
+                            run: task::run_root,
+                            arg: header as usize,
+                        });
+                    }
                     ctx
                 }
                 Err(e) => {
-                    // The task can never run: fail its join handle.
-                    if let Some(entry) = t.run().entry.take() {
-                        self.sched.completed.fetch_add(1, Ordering::Relaxed);
-                        // Drops the user's closure here: contain its panic.
-                        contain("a task's closure", || {
-                            entry.fail(JoinError::stack_exhausted(e))
-                        });
-                    }
+                    // The task can never run: fail its join handle. That
+                    // drops the user's closure here: contain its panic.
+                    self.sched.completed.fetch_add(1, Ordering::Relaxed);
+                    contain("a task's closure", || t.fail(JoinError::stack_exhausted(e)));
                     self.finish(t);
                     return;
                 }

@@ -47,7 +47,7 @@ use super::io::Reactor;
 use super::processer::ProcLocal;
 use super::processer_shared::{self, Kind, ProcesserShared};
 use super::stats::{ProcesserStats, Stats};
-use super::task::{Runnable, TaskEntry, TaskHeader, TaskId};
+use super::task::{MakeTask, Runnable, TaskId};
 use super::timer::Timers;
 use crate::coroutine::stack;
 use crate::coroutine::stacks::Stacks;
@@ -262,7 +262,7 @@ impl Shared {
         name: Option<Box<str>>,
         stack_size: Option<usize>,
         pin: Option<usize>,
-        entry: Arc<dyn TaskEntry>,
+        make: MakeTask<'_>,
         inside: bool,
     ) -> Result<Runnable, SpawnError> {
         let stack_size = match stack_size {
@@ -289,8 +289,7 @@ impl Shared {
             return Err(SpawnError::Shutdown);
         }
         self.spawned.fetch_add(1, Ordering::Relaxed);
-        let header = TaskHeader::new(self.clone(), name, stack_size, pin, entry);
-        Ok(Runnable::new(header).0)
+        Ok(make(self.clone(), name, stack_size, pin))
     }
 
     /// Spawns a task: the one path behind `go!`, `Builder`, `spawn` and
@@ -300,7 +299,7 @@ impl Shared {
         name: Option<Box<str>>,
         stack_size: Option<usize>,
         pin: Option<usize>,
-        entry: Arc<dyn TaskEntry>,
+        make: MakeTask<'_>,
     ) -> Result<TaskId, SpawnError> {
         if let Some(requested) = pin {
             let core = self.config.min_threads;
@@ -309,7 +308,7 @@ impl Shared {
             }
         }
         let inside = context::on_scheduler(self);
-        let r = self.admit(name, stack_size, pin, entry, inside)?;
+        let r = self.admit(name, stack_size, pin, make, inside)?;
         let id = r.header().id;
         context::schedule(r);
         Ok(id)
@@ -321,14 +320,14 @@ impl Shared {
     pub(crate) fn run_caller(
         self: &Arc<Self>,
         name: Option<Box<str>>,
-        entry: Arc<dyn TaskEntry>,
+        make: MakeTask<'_>,
         done: &dyn Fn() -> bool,
     ) -> Result<TaskId, SpawnError> {
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
         let (p, worker) = processer_shared::new_processer(index, Kind::Caller);
         processer_shared::bind_thread(&p);
         let local = ProcLocal::new(p.clone(), self.clone(), worker);
-        let root = self.admit(name, None, Some(index), entry, false)?;
+        let root = self.admit(name, None, Some(index), make, false)?;
         let id = root.header().id;
         self.register(p.clone());
         local.push_initial(root);

@@ -3,11 +3,17 @@
 //!
 //! # Ownership
 //!
-//! A task lives in an `Arc<TaskHeader>`. Many parties may hold a clone (the
-//! [`Task`](crate::Task) handles used to unpark it, the thread-local "current
-//! task"), but exactly one party at a time holds the **execution right**: the
+//! A task lives in one heap cell: its [`TaskHeader`] first, then (in the
+//! task layer, `task/join.rs`) the user's closure and the slot its result
+//! goes to. One allocation per task, freed by whoever drops the last
+//! [`TaskRef`], a counted thin pointer to the header that finds the rest of
+//! the cell through the header's [`TaskVTable`].
+//!
+//! Many parties may hold a `TaskRef` (the [`JoinHandle`](crate::JoinHandle),
+//! the [`Task`](crate::Task) handles used to unpark it, a timer), but
+//! exactly one party at a time holds the **execution right**: the
 //! right to resume its coroutine and to touch its [`RunState`] (context, stack,
-//! entry closure). That right is the [`Runnable`] token. It is not `Clone`,
+//! whether the closure has started). That right is the [`Runnable`] token. It is not `Clone`,
 //! and it is created in exactly two places:
 //!
 //! 1. at spawn, for the new task;
@@ -33,7 +39,9 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::ops::Deref;
+use std::ptr::NonNull;
+use std::sync::atomic::{self, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use context::Context;
@@ -42,7 +50,6 @@ use super::next_slot::Token;
 use super::park_state::{ParkOutcome, ParkState};
 use super::shared::Shared;
 use crate::coroutine::stack::StackMem;
-use crate::coroutine::switch::Entry;
 use crate::error::JoinError;
 
 /// A task's identifier, unique within the process.
@@ -86,11 +93,31 @@ impl fmt::Display for TaskLabel<'_> {
     }
 }
 
-/// What runs at the root of a task's coroutine: the user's closure and the
-/// slot its result goes to (`task/join.rs`).
-pub(crate) trait TaskEntry: Entry {
-    /// The task can never run (no stack could be had): publish the error.
-    fn fail(self: Arc<Self>, e: JoinError);
+/// The operations on the part of a task's cell the runtime does not know:
+/// the user's closure and its result slot, laid out after the header by
+/// the task layer (`task/join.rs`). One static table per closure type.
+pub(crate) struct TaskVTable {
+    /// Runs the closure at the root of the task's coroutine and publishes
+    /// its result. Must not unwind.
+    ///
+    /// # Safety
+    /// The argument points at the header of a live cell of this table's
+    /// type (with the provenance of the whole cell), and the caller holds
+    /// its execution right and runs on its stack.
+    pub(crate) run: unsafe fn(NonNull<TaskHeader>),
+    /// The task can never run (no stack could be had): drop the closure and
+    /// publish the error.
+    ///
+    /// # Safety
+    /// As for `run`, except that the caller is the Processer.
+    pub(crate) fail: unsafe fn(NonNull<TaskHeader>, JoinError),
+    /// Drops the cell and frees its memory; the last [`TaskRef`] is gone.
+    /// Must not unwind.
+    ///
+    /// # Safety
+    /// The argument points at a cell of this table's type that nobody
+    /// references any more.
+    pub(crate) dealloc: unsafe fn(NonNull<TaskHeader>),
 }
 
 /// The values of one task, keyed by the address of their `LocalKey`.
@@ -122,6 +149,12 @@ impl Drop for LocalMap {
     }
 }
 
+/// What the runtime asks of the task layer at spawn, once the task is
+/// admitted: a new cell around the header [`TaskHeader::new`] makes of
+/// these fields (scheduler, name, stack size, pin). Called at most once.
+pub(crate) type MakeTask<'a> =
+    &'a mut dyn FnMut(Arc<Shared>, Option<Box<str>>, usize, Option<usize>) -> Runnable;
+
 /// No home Processer yet.
 pub(crate) const NO_HOME: usize = usize::MAX;
 
@@ -132,12 +165,17 @@ pub(crate) struct RunState {
     pub(crate) ctx: Option<Context>,
     /// The stack the coroutine runs on; allocated at first run.
     pub(crate) stack: Option<StackMem>,
-    /// The closure to run; taken by the coroutine's entry function.
-    pub(crate) entry: Option<Arc<dyn TaskEntry>>,
+    /// Whether the task has not been started yet (its closure, in the
+    /// cell, is still to run or to fail).
+    pub(crate) fresh: bool,
 }
 
-/// The shared header of one task.
+/// The shared header of one task: the first field of its cell.
 pub(crate) struct TaskHeader {
+    /// The number of [`TaskRef`]s; the cell is freed when it drops to zero.
+    refs: AtomicUsize,
+    /// How to run, fail and free the rest of the cell.
+    vtable: &'static TaskVTable,
     pub(crate) id: TaskId,
     pub(crate) name: Option<Box<str>>,
     /// Requested usable stack size in bytes (page-rounded).
@@ -163,7 +201,7 @@ pub(crate) struct TaskHeader {
 // park transitions, so no two threads touch it concurrently. `locals` is only
 // touched by the running task itself, which is also serialised by the token.
 unsafe impl Sync for TaskHeader {}
-// SAFETY: `run` holds a `Send` entry and a Context, a pointer into the
+// SAFETY: `run` holds a Context, a pointer into the
 // task's own stack, which travels with the task. `locals` may hold non-Send
 // values, but they are created, used and dropped only by the task itself
 // (clear_current, on the task's stack); any left over are leaked by
@@ -173,14 +211,19 @@ unsafe impl Sync for TaskHeader {}
 unsafe impl Send for TaskHeader {}
 
 impl TaskHeader {
+    /// A header for a new cell; the task layer puts it first in the cell
+    /// and hands the cell to [`TaskRef::from_cell`].
     pub(crate) fn new(
         shared: Arc<Shared>,
         name: Option<Box<str>>,
         stack_size: usize,
         pin: Option<usize>,
-        entry: Arc<dyn TaskEntry>,
+        vtable: &'static TaskVTable,
     ) -> TaskHeader {
         TaskHeader {
+            // One for the Runnable, one for the JoinHandle.
+            refs: AtomicUsize::new(2),
+            vtable,
             id: TaskId::next(),
             name,
             stack_size,
@@ -191,7 +234,7 @@ impl TaskHeader {
             run: UnsafeCell::new(RunState {
                 ctx: None,
                 stack: None,
-                entry: Some(entry),
+                fresh: true,
             }),
             locals: UnsafeCell::new(LocalMap::default()),
         }
@@ -211,32 +254,127 @@ impl TaskHeader {
     }
 }
 
-/// The unique right to run a task (see the module docs). Not `Clone`.
-pub(crate) struct Runnable(Arc<TaskHeader>);
+/// A counted reference to a task's cell: an `Arc` whose pointee is the
+/// header, with the rest of the cell behind the header's vtable.
+///
+/// Counting follows `Arc`: a clone is a Relaxed increment (the cloner already
+/// holds a reference, so the cell cannot go away under it); a drop is a
+/// Release decrement, and the one that reaches zero fences with Acquire, so
+/// every other holder's last use of the cell happens before it is freed.
+pub(crate) struct TaskRef(NonNull<TaskHeader>);
 
-// SAFETY: `Arc::into_raw` never returns null, and `from_raw` takes back
-// the one strong reference it gave out.
+// SAFETY: a TaskRef gives shared access to a TaskHeader, which is Send and
+// Sync; the count is atomic.
+unsafe impl Send for TaskRef {}
+// SAFETY: as above.
+unsafe impl Sync for TaskRef {}
+
+impl TaskRef {
+    /// Takes over a freshly made cell whose header is its first field and
+    /// was made by [`TaskHeader::new`] (two references: the returned
+    /// Runnable and the second TaskRef, for the join handle).
+    ///
+    /// # Safety
+    /// `cell` points at a live heap cell that starts with its header (a
+    /// `#[repr(C)]` struct whose first field is the header) and that the
+    /// header's vtable knows how to free; nobody else references it.
+    pub(crate) unsafe fn from_cell(cell: NonNull<TaskHeader>) -> (Runnable, TaskRef) {
+        (Runnable(TaskRef(cell)), TaskRef(cell))
+    }
+
+    /// The header's address (what waiter lists and the thread-local
+    /// "current task" keep).
+    pub(crate) fn as_ptr(&self) -> *const TaskHeader {
+        self.0.as_ptr()
+    }
+
+    /// Whether two references name the same task.
+    pub(crate) fn ptr_eq(a: &TaskRef, b: &TaskRef) -> bool {
+        a.0 == b.0
+    }
+
+    /// Gives up the reference without dropping it (see [`from_raw`](Self::from_raw)).
+    pub(crate) fn into_raw(self) -> *const TaskHeader {
+        ManuallyDrop::new(self).0.as_ptr()
+    }
+
+    /// Takes back a reference given up by [`into_raw`](Self::into_raw).
+    ///
+    /// # Safety
+    /// `p` came from `into_raw`, and each such reference is taken back once.
+    pub(crate) unsafe fn from_raw(p: *const TaskHeader) -> TaskRef {
+        // SAFETY: into_raw never gives out null.
+        TaskRef(unsafe { NonNull::new_unchecked(p.cast_mut()) })
+    }
+
+    /// A new reference to a header someone else keeps alive.
+    ///
+    /// # Safety
+    /// `p` points at a live header for the duration of the call.
+    pub(crate) unsafe fn clone_from_ptr(p: *const TaskHeader) -> TaskRef {
+        // SAFETY: live per the contract; the borrowed TaskRef is never dropped.
+        let borrowed = ManuallyDrop::new(unsafe { TaskRef::from_raw(p) });
+        TaskRef::clone(&borrowed)
+    }
+}
+
+impl Clone for TaskRef {
+    fn clone(&self) -> TaskRef {
+        // Relaxed, as in Arc: the new reference is made from an existing
+        // one, which keeps the cell alive meanwhile.
+        let old = self.refs.fetch_add(1, Ordering::Relaxed);
+        if old > isize::MAX as usize {
+            // As Arc does: a count this high means leaked references; wrap
+            // around would free a live cell.
+            std::process::abort();
+        }
+        TaskRef(self.0)
+    }
+}
+
+impl Drop for TaskRef {
+    fn drop(&mut self) {
+        if self.refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        // Pairs with every other holder's Release decrement.
+        atomic::fence(Ordering::Acquire);
+        let vtable = self.vtable;
+        // SAFETY: the count reached zero, so this was the last reference;
+        // the vtable is the cell's own.
+        unsafe { (vtable.dealloc)(self.0) }
+    }
+}
+
+impl Deref for TaskRef {
+    type Target = TaskHeader;
+
+    fn deref(&self) -> &TaskHeader {
+        // SAFETY: a TaskRef keeps its cell alive.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// The unique right to run a task (see the module docs). Not `Clone`.
+pub(crate) struct Runnable(TaskRef);
+
+// SAFETY: `into_raw` never returns null, and `from_raw` takes back the one
+// reference it gave out.
 unsafe impl Token for Runnable {
     type Target = TaskHeader;
 
     fn into_raw(self) -> *mut TaskHeader {
-        Arc::into_raw(self.0).cast_mut()
+        self.0.into_raw().cast_mut()
     }
 
     unsafe fn from_raw(p: *mut TaskHeader) -> Runnable {
-        // SAFETY: per the trait's contract, `p` owns one strong reference.
-        Runnable(unsafe { Arc::from_raw(p) })
+        // SAFETY: per the trait's contract, `p` owns one reference.
+        Runnable(unsafe { TaskRef::from_raw(p) })
     }
 }
 
 impl Runnable {
-    /// Wraps a freshly spawned task.
-    pub(crate) fn new(header: TaskHeader) -> (Runnable, Arc<TaskHeader>) {
-        let arc = Arc::new(header);
-        (Runnable(arc.clone()), arc)
-    }
-
-    pub(crate) fn header(&self) -> &Arc<TaskHeader> {
+    pub(crate) fn header(&self) -> &TaskRef {
         &self.0
     }
 
@@ -248,6 +386,16 @@ impl Runnable {
         // SAFETY: the token is unique (module docs), and `&mut self` proves
         // this caller holds it; no other reference to RunState exists.
         unsafe { &mut *self.0.run.get() }
+    }
+
+    /// Fails a task that can never run (see [`TaskVTable::fail`]).
+    pub(crate) fn fail(&mut self, e: JoinError) {
+        let run = self.run();
+        if std::mem::take(&mut run.fresh) {
+            // SAFETY: we hold the execution right, the task never ran, and
+            // the TaskRef's pointer has the whole cell's provenance.
+            unsafe { (self.0.vtable.fail)(self.0 .0, e) }
+        }
     }
 
     /// Called by the Processer after the task switched out to park and its
@@ -268,30 +416,24 @@ impl Runnable {
 
 /// Wakes a task. Returns the execution right when this call moved the task
 /// out of `PARKED`.
-pub(crate) fn unpark(header: &Arc<TaskHeader>) -> Option<Runnable> {
-    if header.park.unpark() {
-        // SAFETY: Runnable::park leaked exactly one strong reference when the
-        // task entered PARKED, and only one unpark can win PARKED -> EMPTY;
-        // that winner (us) takes the reference back.
-        let arc = unsafe { Arc::from_raw(Arc::as_ptr(header)) };
-        Some(Runnable(arc))
-    } else {
-        None
-    }
+pub(crate) fn unpark(header: &TaskHeader) -> Option<Runnable> {
+    // SAFETY: a live header, borrowed for the call.
+    unsafe { unpark_raw(header) }
 }
 
 /// [`unpark`] through a raw header pointer (a waiter list that holds no
 /// reference count).
 ///
 /// # Safety
-/// `header` points at a live task header (an `Arc<TaskHeader>` allocation).
+/// `header` points at a live task header.
 pub(crate) unsafe fn unpark_raw(header: *const TaskHeader) -> Option<Runnable> {
     // SAFETY: live per the contract.
     let h = unsafe { &*header };
     if h.park.unpark() {
-        // SAFETY: as in `unpark`: we won PARKED -> EMPTY and take back the
-        // reference Runnable::park leaked.
-        Some(Runnable(unsafe { Arc::from_raw(header) }))
+        // SAFETY: Runnable::park leaked exactly one reference when the task
+        // entered PARKED, and only one unpark can win PARKED -> EMPTY; that
+        // winner (us) takes the reference back.
+        Some(Runnable(unsafe { TaskRef::from_raw(header) }))
     } else {
         None
     }
@@ -301,4 +443,22 @@ pub(crate) unsafe fn unpark_raw(header: *const TaskHeader) -> Option<Runnable> {
 /// was one.
 pub(crate) fn take_token(header: &TaskHeader) -> bool {
     header.park.take_token()
+}
+
+/// The root function of every task's coroutine (a [`switch::Entry`]'s
+/// `run`): runs the closure of the task whose header address is `header`.
+///
+/// [`switch::Entry`]: crate::coroutine::switch::Entry
+///
+/// # Safety
+/// `header` is the address of the header of the task whose coroutine this
+/// is, started for the first time by the holder of its execution right,
+/// whose Runnable keeps the header alive while the task runs.
+pub(crate) unsafe fn run_root(header: usize) {
+    // SAFETY: per the contract: the address came from a TaskRef (the whole
+    // cell's provenance, exposed by the cast to usize) and is not null.
+    unsafe {
+        let h = NonNull::new_unchecked(header as *mut TaskHeader);
+        (h.as_ref().vtable.run)(h)
+    }
 }

@@ -70,7 +70,7 @@ use parking_lot::Mutex;
 
 use super::context;
 use super::shared::{find_processer, Shared};
-use super::task::{self, TaskHeader};
+use super::task::{self, TaskRef};
 use super::timer_heap::{TimerHeap, TimerKey};
 
 /// Due entries taken off a queue per lock hold.
@@ -107,7 +107,7 @@ pub(crate) trait TimerCallback: Send + Sync {
 /// What an entry does when it comes due.
 pub(crate) enum Action {
     /// Wake a parked task.
-    Wake(Arc<TaskHeader>),
+    Wake(TaskRef),
     /// Run a user timer.
     Call(Arc<dyn TimerCallback>),
 }
@@ -362,7 +362,7 @@ impl Shared {
 /// Parks the running task `h` until it is unparked or `deadline` passes
 /// (`None`: until unparked). May return spuriously. The building block of
 /// every timed wait.
-pub(crate) fn park_until(h: &Arc<TaskHeader>, deadline: Option<Instant>) {
+pub(crate) fn park_until(h: &TaskRef, deadline: Option<Instant>) {
     if task::take_token(h) {
         return;
     }

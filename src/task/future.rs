@@ -31,23 +31,45 @@
 use std::future::{Future, IntoFuture};
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
 use std::thread::Thread;
 
 use super::park;
 use crate::runtime::context;
-use crate::runtime::task::TaskHeader;
+use crate::runtime::task::{TaskHeader, TaskRef};
 
-/// A task's waker: waking is unparking. No allocation: the waker is the
-/// task's own header, reference-counted.
-impl Wake for TaskHeader {
-    fn wake(self: Arc<Self>) {
-        park::unpark_header(&self);
-    }
+/// A task's waker: waking is unparking. No allocation: the waker's data is
+/// a counted reference to the task's cell ([`TaskRef::into_raw`]).
+fn task_waker(task: TaskRef) -> Waker {
+    let raw = RawWaker::new(task.into_raw().cast(), &TASK_WAKER);
+    // SAFETY: the vtable's functions keep the contract of RawWakerVTable:
+    // the data is one counted reference, cloned, consumed and dropped as one.
+    unsafe { Waker::from_raw(raw) }
+}
 
-    fn wake_by_ref(self: &Arc<Self>) {
-        park::unpark_header(self);
-    }
+static TASK_WAKER: RawWakerVTable =
+    RawWakerVTable::new(waker_clone, waker_wake, waker_wake_by_ref, waker_drop);
+
+unsafe fn waker_clone(p: *const ()) -> RawWaker {
+    // SAFETY: the waker being cloned holds a reference, so the cell is alive.
+    let task = unsafe { TaskRef::clone_from_ptr(p.cast()) };
+    RawWaker::new(task.into_raw().cast(), &TASK_WAKER)
+}
+
+unsafe fn waker_wake(p: *const ()) {
+    // SAFETY: consumes the waker's reference (from `into_raw`).
+    let task = unsafe { TaskRef::from_raw(p.cast()) };
+    park::unpark_header(&task);
+}
+
+unsafe fn waker_wake_by_ref(p: *const ()) {
+    // SAFETY: the waker holds a reference, so the header is alive.
+    park::unpark_header(unsafe { &*p.cast::<TaskHeader>() });
+}
+
+unsafe fn waker_drop(p: *const ()) {
+    // SAFETY: gives back the waker's reference (from `into_raw`).
+    drop(unsafe { TaskRef::from_raw(p.cast()) });
 }
 
 /// A thread's waker, outside tasks.
@@ -107,7 +129,7 @@ pub fn block_on_future<F: IntoFuture>(future: F) -> F::Output {
     let mut fut = pin!(future.into_future());
     match context::current_task() {
         Some(task) => {
-            let waker = Waker::from(task.clone());
+            let waker = task_waker(task.clone());
             let mut cx = Context::from_waker(&waker);
             loop {
                 if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {

@@ -1,5 +1,7 @@
-//! [`JoinHandle`]: waiting for a task's result, and the type-erased entry
-//! that runs the user's closure at the root of the coroutine.
+//! [`JoinHandle`]: waiting for a task's result, and the task's cell: one
+//! allocation that holds the header the runtime uses, the result slot and
+//! the user's closure, run at the root of the coroutine through the
+//! header's vtable.
 //!
 //! # The join state machine (`JoinInner::state`)
 //!
@@ -56,25 +58,40 @@
 //! unless the handle was polled before): the same two atomic operations as
 //! before futures. Dropping a polled handle takes its waiter back the same
 //! way, so a detached task does not keep its last poller's waker alive.
+//!
+//! # Who drops an unjoined result
+//!
+//! The result lives in the task's cell, which lives as long as its last
+//! reference, and that may be any thread's. So that a result's destructor
+//! runs at a known place, a third bit, `DETACHED`, is set by the handle's
+//! drop; whichever of `fetch_or(DETACHED)` and the completer's
+//! `fetch_or(DONE)` comes second sees the other bit and drops the result:
+//! the handle on its own thread if the task had finished, else the task at
+//! its root frame. Both contain a panicking destructor.
 
+#[cfg(loom)]
+use loom::sync::atomic::AtomicU8;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::ptr::NonNull;
+#[cfg(not(loom))]
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::park::Task;
-use crate::coroutine::switch::Entry;
 use crate::error::{contain, JoinError};
-use crate::runtime::context;
-use crate::runtime::task::{TaskEntry, TaskId, TaskLabel};
+use crate::runtime::shared::Shared;
+use crate::runtime::task::{Runnable, TaskHeader, TaskId, TaskRef, TaskVTable};
 
 const DONE: u8 = 1;
 const WAITING: u8 = 2;
+const DETACHED: u8 = 4;
 
 /// Who waits for a task's result.
 enum Waiter {
@@ -96,13 +113,43 @@ impl Waiter {
     }
 }
 
+/// A cell of the join protocol: an `UnsafeCell`, or under `--cfg loom`
+/// loom's, which checks that the protocol never lets two threads at it at
+/// once.
+struct ProtoCell<T>(
+    #[cfg(not(loom))] UnsafeCell<T>,
+    #[cfg(loom)] loom::cell::UnsafeCell<T>,
+);
+
+impl<T> ProtoCell<T> {
+    fn new(v: T) -> ProtoCell<T> {
+        #[cfg(not(loom))]
+        return ProtoCell(UnsafeCell::new(v));
+        #[cfg(loom)]
+        return ProtoCell(loom::cell::UnsafeCell::new(v));
+    }
+
+    /// Works on the contents.
+    ///
+    /// # Safety
+    /// The caller owns the cell at this point of the protocol (module docs).
+    unsafe fn with_mut<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        #[cfg(not(loom))]
+        // SAFETY: exclusive per the caller's contract.
+        return f(unsafe { &mut *self.0.get() });
+        #[cfg(loom)]
+        // SAFETY: as above; loom checks the claim.
+        return self.0.with_mut(|p| f(unsafe { &mut *p }));
+    }
+}
+
 pub(crate) struct JoinInner<T> {
     state: AtomicU8,
     /// Written by the completer before it sets DONE.
-    result: UnsafeCell<Option<Result<T, JoinError>>>,
+    result: ProtoCell<Option<Result<T, JoinError>>>,
     /// Owned by the joiner while WAITING is clear, by the completer once it
     /// saw WAITING (see "Replacing the waiter" in the module docs).
-    waiter: UnsafeCell<Option<Waiter>>,
+    waiter: ProtoCell<Option<Waiter>>,
 }
 
 // SAFETY: `result` and `waiter` are each written by one side before it sets
@@ -116,23 +163,34 @@ impl<T> JoinInner<T> {
     fn new() -> JoinInner<T> {
         JoinInner {
             state: AtomicU8::new(0),
-            result: UnsafeCell::new(None),
-            waiter: UnsafeCell::new(None),
+            result: ProtoCell::new(None),
+            waiter: ProtoCell::new(None),
         }
     }
 
-    fn complete(&self, r: Result<T, JoinError>) {
+    /// Publishes the task's result (the task is `task`, for reports).
+    fn complete(&self, r: Result<T, JoinError>, task: impl fmt::Display) {
         // SAFETY: only the completer writes `result`, once, before DONE.
-        unsafe { *self.result.get() = Some(r) };
+        unsafe { self.result.with_mut(|s| *s = Some(r)) };
         // AcqRel: Release publishes the result to the joiner's Acquire
         // loads of DONE; Acquire pairs with the joiner's fetch_or(WAITING),
         // so its waiter is visible when WAITING is seen.
         let prev = self.state.fetch_or(DONE, Ordering::AcqRel);
+        if prev & DETACHED != 0 {
+            // The handle is gone: nobody will take the result, and it is
+            // ours again. Drop it here, at the task's root frame, where a
+            // panicking destructor stops.
+            // SAFETY: DETACHED was set before DONE, so the handle will not
+            // touch the slot (see `detach`).
+            let r = unsafe { self.result.with_mut(Option::take) };
+            contain(format_args!("the result of {task}"), move || drop(r));
+            return;
+        }
         if prev & WAITING != 0 {
             // SAFETY: WAITING was set when DONE went in, so the slot is ours
             // now: the joiner finished writing it, and its CAS that would take
             // it back can no longer succeed (DONE is set).
-            if let Some(w) = unsafe { (*self.waiter.get()).take() } {
+            if let Some(w) = unsafe { self.waiter.with_mut(Option::take) } {
                 w.wake();
             }
         }
@@ -164,7 +222,7 @@ impl<T> JoinInner<T> {
         }
         // SAFETY: WAITING is clear, so the slot is the joiner's (we are the
         // one joiner), and the completer does not touch it.
-        unsafe { *self.waiter.get() = Some(w) };
+        unsafe { self.waiter.with_mut(|s| *s = Some(w)) };
         // AcqRel: Release publishes the waiter to the completer's
         // fetch_or(DONE); Acquire pairs with it, for the result, if DONE was
         // set first.
@@ -183,7 +241,26 @@ impl<T> JoinInner<T> {
         {
             // SAFETY: we cleared WAITING before the completer set DONE, so
             // the slot is ours again (see `register`).
-            drop(unsafe { (*self.waiter.get()).take() });
+            drop(unsafe { self.waiter.with_mut(Option::take) });
+        }
+    }
+
+    /// The handle is being dropped: nobody will take the result. Whoever
+    /// comes second of this and `complete` drops it: the handle here if
+    /// DONE was already set, else the completer (which sees DETACHED).
+    /// Returns the result to drop, if it is ours.
+    fn detach(&self) -> Option<Result<T, JoinError>> {
+        // AcqRel: Acquire pairs with the completer's fetch_or(DONE), for the
+        // result; Release orders our last use of the slot before the
+        // completer's take.
+        let prev = self.state.fetch_or(DETACHED, Ordering::AcqRel);
+        if prev & DONE != 0 {
+            // SAFETY: DONE came first: the completer wrote the result and
+            // is done with the slot, and `join` (which takes it) was not
+            // called, or left None behind.
+            unsafe { self.result.with_mut(Option::take) }
+        } else {
+            None
         }
     }
 
@@ -197,63 +274,53 @@ impl<T> JoinInner<T> {
         // SAFETY: DONE was observed, so the completer wrote `result` and
         // will not touch it again; only the one joiner (`join` consumes the
         // handle, `poll` holds it mutably) takes it.
-        unsafe { (*self.result.get()).take() }
+        unsafe { self.result.with_mut(Option::take) }
             .expect("gofer: a JoinHandle was polled again after it returned its result")
     }
 }
 
-/// The join side of a [`Spawned`], seen without its closure type.
-pub(crate) trait JoinSlot<T>: Send + Sync {
-    fn inner(&self) -> &JoinInner<T>;
+/// The part of a task's cell a [`JoinHandle`] knows: the header and the
+/// result slot, whatever the closure's type.
+#[repr(C)]
+struct JoinCell<T> {
+    header: TaskHeader,
+    join: JoinInner<T>,
 }
 
-/// A spawned closure and the place its result goes: one allocation shared
-/// by the task (as `dyn TaskEntry`) and its handle (as `dyn JoinSlot<T>`).
-struct Spawned<F, T> {
-    join: JoinInner<T>,
-    /// Taken once, by the coroutine that runs it (or by `fail`).
+/// A task's cell: one allocation for the header the runtime uses, the
+/// result slot and the user's closure. `#[repr(C)]`, so that a pointer to
+/// the cell is a pointer to its header and to its [`JoinCell`].
+#[repr(C)]
+struct TaskCell<F, T> {
+    head: JoinCell<T>,
+    /// Taken once, by whoever holds the task's execution right (the
+    /// coroutine in `run`, or the Processer in `fail`), never both.
     f: UnsafeCell<Option<F>>,
 }
 
-// SAFETY: `f` is taken exactly once, by whoever holds the task's execution
-// right (the coroutine in `run`, or the Processer in `fail`), never both;
-// `join` is Sync for `T: Send` (see JoinInner). F moves across threads with
-// the task, hence `F: Send`.
-unsafe impl<F: Send, T: Send> Sync for Spawned<F, T> {}
-
-impl<F, T> Spawned<F, T> {
-    fn take_f(&self) -> Option<F> {
-        // SAFETY: see the Sync impl: one taker, holding the execution right.
-        unsafe { (*self.f.get()).take() }
-    }
-}
-
-impl<F, T> JoinSlot<T> for Spawned<F, T>
+impl<F, T> TaskCell<F, T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn inner(&self) -> &JoinInner<T> {
-        &self.join
-    }
-}
+    const VTABLE: TaskVTable = TaskVTable {
+        run: Self::run,
+        fail: Self::fail,
+        dealloc: Self::dealloc,
+    };
 
-impl<F, T> Entry for Spawned<F, T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
     /// Runs the user's closure, catching any panic, and publishes the result
     /// (counting the task as completed in its scheduler first, so that a
     /// joiner that wakes up sees it counted).
-    fn run(self: Arc<Self>) {
-        let Some(task) = context::current_task_ptr() else {
-            return;
-        };
-        // SAFETY: this runs at the root of the task's own coroutine, and the
-        // Processer's Runnable keeps the header alive while the task runs.
-        let task = unsafe { &*task };
-        let Some(f) = self.take_f() else {
+    ///
+    /// # Safety
+    /// See [`TaskVTable::run`].
+    unsafe fn run(h: NonNull<TaskHeader>) {
+        // SAFETY: `h` points at a live cell of this type, with its
+        // provenance; the caller's Runnable keeps it alive while it runs.
+        let cell = unsafe { h.cast::<Self>().as_ref() };
+        // SAFETY: we hold the execution right: the only taker of `f`.
+        let Some(f) = (unsafe { (*cell.f.get()).take() }) else {
             return;
         };
         let r = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::panic);
@@ -264,38 +331,63 @@ where
             }
             std::mem::forget(p);
         }
+        let task = &cell.head.header;
         task.shared.completed.fetch_add(1, Ordering::Relaxed);
-        self.join.complete(r);
-        // If the handle is gone, this is the last reference and drops the
-        // result (or the panic payload) here, at the task's root frame: a
-        // panicking destructor must not unwind any further.
-        let label = task.label();
-        contain(format_args!("the result of {label}"), move || drop(self));
+        cell.head.join.complete(r, task.label());
+    }
+
+    /// # Safety
+    /// See [`TaskVTable::fail`].
+    unsafe fn fail(h: NonNull<TaskHeader>, e: JoinError) {
+        // SAFETY: as in `run`.
+        let cell = unsafe { h.cast::<Self>().as_ref() };
+        // SAFETY: we hold the execution right, and the task never ran.
+        drop(unsafe { (*cell.f.get()).take() });
+        cell.head.join.complete(Err(e), cell.head.header.label());
+    }
+
+    /// # Safety
+    /// See [`TaskVTable::dealloc`].
+    unsafe fn dealloc(h: NonNull<TaskHeader>) {
+        // SAFETY: the last reference is gone; the cell came from
+        // `Box::into_raw` in `new_task`, as this type.
+        let cell = unsafe { Box::from_raw(h.cast::<Self>().as_ptr()) };
+        // A task that never ran still holds its closure: drop it apart,
+        // contained (a result is never here: `complete` or the handle
+        // dropped it).
+        if let Some(f) = cell.f.into_inner() {
+            let label = cell.head.header.label();
+            contain(format_args!("the closure of {label}"), move || drop(f));
+        }
     }
 }
 
-impl<F, T> TaskEntry for Spawned<F, T>
+/// Makes a task's cell for `f` around `header`: its Runnable, and the
+/// handle that waits for its result.
+pub(crate) fn new_task<F, T>(
+    f: F,
+    shared: Arc<Shared>,
+    name: Option<Box<str>>,
+    stack_size: usize,
+    pin: Option<usize>,
+) -> (Runnable, JoinHandle<T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn fail(self: Arc<Self>, e: JoinError) {
-        drop(self.take_f());
-        self.join.complete(Err(e));
-    }
-}
-
-/// Pairs a closure with a fresh join slot, in one allocation.
-pub(crate) fn entry<F, T>(f: F) -> (Arc<dyn TaskEntry>, Arc<dyn JoinSlot<T>>)
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    let cell = Arc::new(Spawned {
-        join: JoinInner::new(),
+    let header = TaskHeader::new(shared, name, stack_size, pin, &TaskCell::<F, T>::VTABLE);
+    let cell = Box::new(TaskCell {
+        head: JoinCell {
+            header,
+            join: JoinInner::<T>::new(),
+        },
         f: UnsafeCell::new(Some(f)),
     });
-    (cell.clone(), cell)
+    let ptr = NonNull::from(Box::leak(cell)).cast::<TaskHeader>();
+    // SAFETY: a fresh cell of a `#[repr(C)]` type whose first field is its
+    // header, freed by the vtable's `dealloc` as the same type.
+    let (runnable, task) = unsafe { TaskRef::from_cell(ptr) };
+    (runnable, JoinHandle::new(task))
 }
 
 /// An owned permission to wait for a task's result.
@@ -303,20 +395,24 @@ where
 /// Dropping the handle detaches the task: it keeps running and its result is
 /// dropped when it finishes.
 pub struct JoinHandle<T> {
-    /// `None` only after `join` or `drop` took it.
-    inner: Option<Arc<dyn JoinSlot<T>>>,
-    id: TaskId,
-    name: Option<Box<str>>,
-    _not_ref_unwind_safe: PhantomData<UnsafeCell<()>>,
+    /// The task's cell, a `JoinCell<T>` at its start.
+    task: TaskRef,
+    /// The result type; `Send` only for `T: Send` (the impl below).
+    _result: PhantomData<fn() -> T>,
+    /// Not `Sync` or `RefUnwindSafe`: the handle is for one joiner.
+    _one_joiner: PhantomData<UnsafeCell<()>>,
 }
 
+// SAFETY: the result is a `T: Send` (`new_task` requires it) and moves to
+// whichever thread joins; the TaskRef is Send.
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(inner: Arc<dyn JoinSlot<T>>, id: TaskId, name: Option<Box<str>>) -> Self {
+    fn new(task: TaskRef) -> Self {
         JoinHandle {
-            inner: Some(inner),
-            id,
-            name,
-            _not_ref_unwind_safe: PhantomData,
+            task,
+            _result: PhantomData,
+            _one_joiner: PhantomData,
         }
     }
 
@@ -345,18 +441,22 @@ impl<T> JoinHandle<T> {
         self.slot().state.load(Ordering::Acquire) & DONE != 0
     }
 
-    fn slot(&self) -> &JoinInner<T> {
-        self.inner.as_ref().expect("present until drop").inner()
+    /// The result slot, in the task's cell.
+    pub(crate) fn slot(&self) -> &JoinInner<T> {
+        // SAFETY: the cell was made by `new_task` as a `#[repr(C)]`
+        // TaskCell<_, T>, whose prefix is a JoinCell<T>; the TaskRef keeps it
+        // alive, and its pointer has the whole cell's provenance.
+        unsafe { &(*self.task.as_ptr().cast::<JoinCell<T>>()).join }
     }
 
     /// The task's id.
     pub fn id(&self) -> TaskId {
-        self.id
+        self.task.id
     }
 
     /// The task's name, if it was given one.
     pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
+        self.task.name.as_deref()
     }
 }
 
@@ -391,14 +491,16 @@ impl<T> Future for JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        // The last reference drops the task's result (or panic payload) if
-        // it was never joined: contain a panicking destructor, as the task's
-        // side does when it drops last.
-        if let Some(inner) = self.inner.take() {
-            // A polled handle leaves its waker behind; take it back.
-            inner.inner().unregister();
-            let label = TaskLabel(self.id, self.name.as_deref());
-            contain(format_args!("the result of {label}"), move || drop(inner));
+        let slot = self.slot();
+        // A polled handle leaves its waker behind; take it back.
+        slot.unregister();
+        // A result (or panic payload) nobody joined is dropped by whichever
+        // of this handle and the finishing task comes second: here if the
+        // task finished first. Contain a panicking destructor, as the task's
+        // side does.
+        if let Some(r) = slot.detach() {
+            let label = self.task.label();
+            contain(format_args!("the result of {label}"), move || drop(r));
         }
     }
 }
@@ -406,9 +508,105 @@ impl<T> Drop for JoinHandle<T> {
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle")
-            .field("id", &self.id)
-            .field("name", &self.name)
+            .field("id", &self.id())
+            .field("name", &self.name())
             .field("finished", &self.is_finished())
             .finish()
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The join protocol under every interleaving: the result is dropped
+    //! exactly once, by whoever owns it, and a registered waiter is woken
+    //! unless its joiner saw the result itself.
+    use super::*;
+    use loom::thread;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    /// A result that counts its drops.
+    struct Payload(std::sync::Arc<AtomicUsize>);
+
+    impl Drop for Payload {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A waker that counts its wake-ups.
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn waker() -> (std::sync::Arc<Count>, Waker) {
+        let c = std::sync::Arc::new(Count(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    fn completer(
+        inner: &loom::sync::Arc<JoinInner<Payload>>,
+        drops: &std::sync::Arc<AtomicUsize>,
+    ) -> thread::JoinHandle<()> {
+        let (inner, drops) = (inner.clone(), drops.clone());
+        thread::spawn(move || inner.complete(Ok(Payload(drops)), "task 1"))
+    }
+
+    #[test]
+    fn join_handle_dropped_racing_completion_drops_the_result_once() {
+        loom::model(|| {
+            let drops = std::sync::Arc::new(AtomicUsize::new(0));
+            let inner = loom::sync::Arc::new(JoinInner::<Payload>::new());
+            let t = completer(&inner, &drops);
+            // The handle's drop.
+            inner.unregister();
+            drop(inner.detach());
+            t.join().unwrap();
+            assert_eq!(drops.load(Ordering::Relaxed), 1);
+        });
+    }
+
+    #[test]
+    fn join_registered_waiter_is_woken_or_sees_the_result() {
+        loom::model(|| {
+            let drops = std::sync::Arc::new(AtomicUsize::new(0));
+            let inner = loom::sync::Arc::new(JoinInner::<Payload>::new());
+            let t = completer(&inner, &drops);
+            let (count, w) = waker();
+            let ready = inner.register(Waiter::Wake(w));
+            t.join().unwrap();
+            if !ready {
+                assert_eq!(count.0.load(Ordering::Relaxed), 1, "a lost wake-up");
+            }
+            assert!(inner.is_done());
+            drop(inner.take());
+            inner.unregister();
+            drop(inner.detach());
+            assert_eq!(drops.load(Ordering::Relaxed), 1);
+        });
+    }
+
+    #[test]
+    fn join_replaced_waiter_the_last_one_is_woken() {
+        loom::model(|| {
+            let drops = std::sync::Arc::new(AtomicUsize::new(0));
+            let inner = loom::sync::Arc::new(JoinInner::<Payload>::new());
+            let t = completer(&inner, &drops);
+            let (_, w1) = waker();
+            let (count2, w2) = waker();
+            let ready = inner.register(Waiter::Wake(w1)) || inner.register(Waiter::Wake(w2));
+            t.join().unwrap();
+            if !ready {
+                assert_eq!(count2.0.load(Ordering::Relaxed), 1, "a lost wake-up");
+            }
+            // Dropped unjoined: the handle or the completer drops it.
+            inner.unregister();
+            drop(inner.detach());
+            assert_eq!(drops.load(Ordering::Relaxed), 1);
+        });
     }
 }

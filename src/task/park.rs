@@ -15,13 +15,12 @@
 //! `runtime/park_state.rs` and `runtime/task.rs`.
 
 use std::fmt;
-use std::sync::Arc;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crate::coroutine::switch::{suspend, Suspend};
 use crate::runtime::context;
-use crate::runtime::task::{self, TaskHeader, TaskId};
+use crate::runtime::task::{self, TaskHeader, TaskId, TaskRef};
 use crate::runtime::timer;
 
 /// A handle to a task or thread that can be woken with [`unpark`](Task::unpark).
@@ -36,7 +35,7 @@ pub struct Task {
 
 #[derive(Clone)]
 enum Inner {
-    Coroutine(Arc<TaskHeader>),
+    Coroutine(TaskRef),
     Thread(Thread),
 }
 
@@ -87,7 +86,7 @@ impl Task {
     /// Whether two handles name the same task or thread.
     pub fn ptr_eq(&self, other: &Task) -> bool {
         match (&self.inner, &other.inner) {
-            (Inner::Coroutine(a), Inner::Coroutine(b)) => Arc::ptr_eq(a, b),
+            (Inner::Coroutine(a), Inner::Coroutine(b)) => TaskRef::ptr_eq(a, b),
             (Inner::Thread(a), Inner::Thread(b)) => a.id() == b.id(),
             _ => false,
         }
@@ -166,7 +165,7 @@ pub(crate) fn park_deadline(deadline: Instant) {
 /// Wakes the task `h` (see [`Task::unpark`]): when this moves it out of
 /// `PARKED`, it is scheduled, on this thread's Processer if that is one of
 /// its scheduler's (`context::schedule`).
-pub(crate) fn unpark_header(h: &Arc<TaskHeader>) {
+pub(crate) fn unpark_header(h: &TaskHeader) {
     if let Some(r) = task::unpark(h) {
         context::schedule(r);
     }

@@ -1,10 +1,12 @@
 //! Spawning: the one path from a closure to a queued task, and the
 //! [`Scheduler`] methods built on it (`spawn`, `block_on`).
 //!
-//! The runtime takes a type-erased [`TaskEntry`](crate::runtime::task::TaskEntry);
-//! this layer makes one from the user's closure, paired with the slot its
-//! result goes to, and hands out the [`JoinHandle`].
+//! The runtime admits a task and asks this layer for its cell (a
+//! [`MakeTask`](crate::runtime::task::MakeTask)): one allocation with the
+//! header, the user's closure and the slot its result goes to. This layer
+//! hands out the [`JoinHandle`].
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use super::join::{self, JoinHandle};
@@ -25,10 +27,20 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let (entry, join) = join::entry(f);
-    let name = name.map(String::into_boxed_str);
-    let id = shared.spawn(name.clone(), stack_size, pin, entry)?;
-    Ok(JoinHandle::new(join, id, name))
+    let mut f = Some(f);
+    let mut handle = None;
+    shared.spawn(
+        name.map(String::into_boxed_str),
+        stack_size,
+        pin,
+        &mut |shared, name, stack_size, pin| {
+            let f = f.take().expect("a task is made once");
+            let (r, h) = join::new_task(f, shared, name, stack_size, pin);
+            handle = Some(h);
+            r
+        },
+    )?;
+    Ok(handle.expect("spawn made the task"))
 }
 
 /// Spawns a detached closure (a user timer's run).
@@ -76,12 +88,24 @@ impl Scheduler {
                 Err(e) => resume(e),
             };
         }
-        let (entry, join) = join::entry(f);
-        let shared = self.shared();
-        let id = shared
-            .run_caller(None, entry, &|| join.inner().is_done())
+        let mut f = Some(f);
+        let handle = OnceCell::new();
+        let mut make = |shared, name, stack_size, pin| {
+            let f = f.take().expect("a task is made once");
+            let (r, h) = join::new_task(f, shared, name, stack_size, pin);
+            let _ = handle.set(h);
+            r
+        };
+        let done = || {
+            handle
+                .get()
+                .is_some_and(|h: &JoinHandle<T>| h.slot().is_done())
+        };
+        self.shared()
+            .run_caller(None, &mut make, &done)
             .unwrap_or_else(|e| panic!("gofer: block_on cannot spawn its task: {e}"));
-        match JoinHandle::new(join, id, None).join() {
+        let handle = handle.into_inner().expect("run_caller made the task");
+        match handle.join() {
             Ok(v) => v,
             Err(e) => resume(e),
         }

@@ -47,13 +47,12 @@ use std::marker::PhantomPinned;
 use std::pin::{pin, Pin};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
 
 use super::epoll;
-use crate::runtime::task::{self, Runnable, TaskHeader};
+use crate::runtime::task::{self, Runnable, TaskHeader, TaskRef};
 use crate::runtime::timer::park_until;
 
 pub(crate) const READABLE: u32 = 1;
@@ -295,12 +294,12 @@ impl IoState {
     /// retry their syscall).
     pub(crate) fn wait(
         &self,
-        task: &Arc<TaskHeader>,
+        task: &TaskRef,
         interest: Interest,
         deadline: Option<Instant>,
     ) -> Result<(), TimedOut> {
         let node = pin!(Waiter {
-            task: Arc::as_ptr(task),
+            task: task.as_ptr(),
             mask: interest.mask(),
             notified: Cell::new(false),
             prev: Cell::new(None),
