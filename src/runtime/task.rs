@@ -416,16 +416,21 @@ impl Runnable {
 
 /// Wakes a task. Returns the execution right when this call moved the task
 /// out of `PARKED`.
-pub(crate) fn unpark(header: &TaskHeader) -> Option<Runnable> {
-    // SAFETY: a live header, borrowed for the call.
-    unsafe { unpark_raw(header) }
+///
+/// Takes the [`TaskRef`], not a `&TaskHeader`: the Runnable it may return
+/// frees the cell at the end, so its pointer must be the cell's own, not
+/// one narrowed to the header by a reference.
+pub(crate) fn unpark(task: &TaskRef) -> Option<Runnable> {
+    // SAFETY: the TaskRef keeps the header alive for the call.
+    unsafe { unpark_raw(task.as_ptr()) }
 }
 
 /// [`unpark`] through a raw header pointer (a waiter list that holds no
 /// reference count).
 ///
 /// # Safety
-/// `header` points at a live task header.
+/// `header` points at a live task header, and came from a [`TaskRef`] or a
+/// [`Runnable`] (it has the whole cell's provenance, never a reference's).
 pub(crate) unsafe fn unpark_raw(header: *const TaskHeader) -> Option<Runnable> {
     // SAFETY: live per the contract.
     let h = unsafe { &*header };

@@ -36,7 +36,7 @@ use std::thread::Thread;
 
 use super::park;
 use crate::runtime::context;
-use crate::runtime::task::{TaskHeader, TaskRef};
+use crate::runtime::task::{self, TaskRef};
 
 /// A task's waker: waking is unparking. No allocation: the waker's data is
 /// a counted reference to the task's cell ([`TaskRef::into_raw`]).
@@ -63,8 +63,11 @@ unsafe fn waker_wake(p: *const ()) {
 }
 
 unsafe fn waker_wake_by_ref(p: *const ()) {
-    // SAFETY: the waker holds a reference, so the header is alive.
-    park::unpark_header(unsafe { &*p.cast::<TaskHeader>() });
+    // SAFETY: the waker holds a reference, so the header is alive, and `p`
+    // came from `TaskRef::into_raw` (the whole cell's provenance).
+    if let Some(r) = unsafe { task::unpark_raw(p.cast()) } {
+        context::schedule(r);
+    }
 }
 
 unsafe fn waker_drop(p: *const ()) {

@@ -42,7 +42,9 @@
 //!  3. write the new waiter (the old one
 //!     is dropped: the slot is ours again)
 //!  4. prev = fetch_or(WAITING) (AcqRel);
-//!     prev had DONE: take the result
+//!     prev had DONE: take the new waiter
+//!     back (the completer saw no WAITING
+//!     and left the slot) and the result;
 //!     else Pending; the completer will
 //!     wake the new waiter
 //! ```
@@ -227,7 +229,15 @@ impl<T> JoinInner<T> {
         // fetch_or(DONE); Acquire pairs with it, for the result, if DONE was
         // set first.
         let prev = self.state.fetch_or(WAITING, Ordering::AcqRel);
-        prev & DONE != 0
+        if prev & DONE != 0 {
+            // The completer's fetch_or came first and saw no WAITING, so it
+            // left the slot alone: take our waiter back, or it would stay in
+            // the cell until the cell is freed, wherever that happens.
+            // SAFETY: the slot is still ours (see above).
+            drop(unsafe { self.waiter.with_mut(Option::take) });
+            return true;
+        }
+        false
     }
 
     /// Takes the waiter back, if one is registered and the task has not
@@ -342,23 +352,29 @@ where
         // SAFETY: as in `run`.
         let cell = unsafe { h.cast::<Self>().as_ref() };
         // SAFETY: we hold the execution right, and the task never ran.
-        drop(unsafe { (*cell.f.get()).take() });
-        cell.head.join.complete(Err(e), cell.head.header.label());
+        let f = unsafe { (*cell.f.get()).take() };
+        let label = cell.head.header.label();
+        // A panicking destructor must not keep the error from the joiner.
+        contain(format_args!("the closure of {label}"), move || drop(f));
+        cell.head.join.complete(Err(e), label);
     }
 
     /// # Safety
     /// See [`TaskVTable::dealloc`].
     unsafe fn dealloc(h: NonNull<TaskHeader>) {
         // SAFETY: the last reference is gone; the cell came from
-        // `Box::into_raw` in `new_task`, as this type.
-        let cell = unsafe { Box::from_raw(h.cast::<Self>().as_ptr()) };
-        // A task that never ran still holds its closure: drop it apart,
-        // contained (a result is never here: `complete` or the handle
-        // dropped it).
-        if let Some(f) = cell.f.into_inner() {
+        // `Box::leak` in `new_task`, as this type.
+        let mut cell = unsafe { Box::from_raw(h.cast::<Self>().as_ptr()) };
+        // This runs wherever the last reference goes (a waker, a timer, a
+        // gc queue), so nothing may unwind out of it. A task that never ran
+        // still holds its closure: drop it apart, to name it in a report.
+        // The rest (a result only if the handle was leaked, the last
+        // reference to the scheduler) is contained too.
+        if let Some(f) = cell.f.get_mut().take() {
             let label = cell.head.header.label();
             contain(format_args!("the closure of {label}"), move || drop(f));
         }
+        contain("a finished task", move || drop(cell));
     }
 }
 
@@ -583,6 +599,11 @@ mod loom_tests {
                 assert_eq!(count.0.load(Ordering::Relaxed), 1, "a lost wake-up");
             }
             assert!(inner.is_done());
+            assert_eq!(
+                std::sync::Arc::strong_count(&count),
+                1,
+                "the waiter is left in the slot"
+            );
             drop(inner.take());
             inner.unregister();
             drop(inner.detach());
@@ -596,12 +617,19 @@ mod loom_tests {
             let drops = std::sync::Arc::new(AtomicUsize::new(0));
             let inner = loom::sync::Arc::new(JoinInner::<Payload>::new());
             let t = completer(&inner, &drops);
-            let (_, w1) = waker();
+            let (count1, w1) = waker();
             let (count2, w2) = waker();
-            let ready = inner.register(Waiter::Wake(w1)) || inner.register(Waiter::Wake(w2));
+            let mut w2 = Some(w2);
+            let ready = inner.register(Waiter::Wake(w1))
+                || inner.register(Waiter::Wake(w2.take().expect("once")));
+            // Not registered when the first registration saw the result.
+            drop(w2);
             t.join().unwrap();
             if !ready {
                 assert_eq!(count2.0.load(Ordering::Relaxed), 1, "a lost wake-up");
+            }
+            for c in [&count1, &count2] {
+                assert_eq!(std::sync::Arc::strong_count(c), 1, "a waiter is left");
             }
             // Dropped unjoined: the handle or the completer drops it.
             inner.unregister();

@@ -165,7 +165,7 @@ pub(crate) fn park_deadline(deadline: Instant) {
 /// Wakes the task `h` (see [`Task::unpark`]): when this moves it out of
 /// `PARKED`, it is scheduled, on this thread's Processer if that is one of
 /// its scheduler's (`context::schedule`).
-pub(crate) fn unpark_header(h: &TaskHeader) {
+pub(crate) fn unpark_header(h: &TaskRef) {
     if let Some(r) = task::unpark(h) {
         context::schedule(r);
     }
