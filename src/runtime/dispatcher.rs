@@ -25,7 +25,7 @@
 //!      tasks off it would not find them a free CPU either.
 //!
 //!    With the defaults (100 us interval) a kernel-blocked Processer is
-//!    caught about three intervals (300-400 us) after it blocked, and a
+//!    caught about 0.5 ms after it blocked (`benches/blocking.rs`), and a
 //!    CPU-bound one after 10 ms, so short computations are never mistaken
 //!    for blocked threads.
 //! 3. **Rescue.** Every task in a blocked Processer's new and runnable
@@ -45,21 +45,44 @@
 //!    This step looks at up to [`BALANCE_SLICE`] Processers per cycle,
 //!    taking turns through a larger table.
 //! 6. **Sleep.** While any task runs, wait one sampling period: the dispatch
-//!    interval while some Processer is a suspect, doubling up to four times
-//!    that while every running task keeps switching (each cycle costs about
-//!    11 us of CPU on a virtual machine with a few Processers: 11% of a core
-//!    at 100 us, about 3% backed off).
-//!
-//! The bookkeeping is O(n) per cycle: a few loads per Processer in the
-//! sample, with the views kept in a `Vec` in table order (rebuilt only when
-//! the table changes), and a bounded balance slice. With 2,000 Processers a
-//! cycle's bookkeeping takes about 20 us (`benches/processers.rs`). A block that starts just after a backed-off sample is
-//!    therefore seen up to three intervals later than at the base rate. When
+//!    interval while some Processer is a suspect or a peer reported one,
+//!    doubling while every running task keeps switching, up to four times
+//!    the interval, or eight times while busy peers watch every running
+//!    Processer (below). A cycle costs about 12 us of CPU on a virtual
+//!    machine, nearly all of it the wake-up itself: 3% of a core at a
+//!    400 us period, 1.6% at 800 us (`benches/dispatcher_cpu.rs`). When
 //!    every Processer sleeps, park until a Processer wakes (no polling while
 //!    the scheduler is idle). See [`DispatchState::deep`] for the protocol.
 //!    Both waits are `thread::park` (with a timeout for the interval), never
 //!    `thread::sleep`: [`wake`] (shutdown, detach) ends either at once, so
 //!    stopping never waits out an interval.
+//!
+//! The bookkeeping is O(n) per cycle: a few loads per Processer in the
+//! sample, with the views kept in a `Vec` in table order (rebuilt only when
+//! the table changes), and a bounded balance slice. With 2,000 Processers a
+//! cycle's bookkeeping takes about 20 us (`benches/processers.rs`).
+//!
+//! # Peers watch each other
+//!
+//! A backed-off Dispatcher would see a block that starts just after its
+//! sample a whole period late, and a shorter period costs a wake-up each.
+//! Busy Processers already look outward every `NEW_QUEUE_INTERVAL`th pick
+//! (timers, readiness, remote queues); there each also looks at one peer,
+//! in turns: when a peer has had a task switched in and the same switch
+//! count for [`watch_after`] (two intervals), it records that count in the
+//! peer's `reported` and ends the Dispatcher's nap ([`alert`]). The
+//! Dispatcher then samples at once, takes the reported count as held for
+//! the watch time already (if the counter still shows it), and samples at
+//! the base interval until the suspect is judged. So a block is seen about
+//! `watch_after` plus two intervals after it starts, whatever the period.
+//!
+//! The Dispatcher backs off to eight intervals only while at least two
+//! Processers are *watchers* (their switch counts moved by at least one
+//! watch point per 50 us since the previous sample), so that every running
+//! Processer has a watcher other than itself. Otherwise (one busy
+//! Processer, or all in long tasks) nobody would report, and it keeps to
+//! four. A report is a hint: the Dispatcher judges with its own samples,
+//! and a stale one (the count moved) is ignored.
 //!
 //! Every duration sum and product here saturates: the builder bounds the
 //! settings (`dispatch_interval` at most 1 s), and the Dispatcher does not
@@ -75,6 +98,7 @@ use parking_lot::Mutex;
 
 use super::context;
 use super::io::BUSY_POLL;
+use super::processer::NEW_QUEUE_INTERVAL;
 use super::processer_shared::{Kind, ProcesserShared};
 use super::shared::Shared;
 use super::task::Runnable;
@@ -88,6 +112,20 @@ const KERNEL_SAMPLES: u8 = 2;
 /// The sampling period backs off to at most this many dispatch intervals
 /// while no Processer is a suspect.
 const BACKOFF_MAX: u32 = 4;
+/// ... and to this many while every running Processer is watched by a busy
+/// peer (see "Peers watch each other" in the module docs).
+const BACKOFF_WATCHED: u32 = 8;
+/// A Processer counts as a watcher when it passes its watch point (every
+/// `NEW_QUEUE_INTERVAL`th pick) at least once per this much time.
+const WATCH_PERIOD: Duration = Duration::from_micros(50);
+
+/// How long a peer must find a Processer's switch count unchanged, with a
+/// task switched in, before it tells the Dispatcher: two dispatch
+/// intervals, the shortest hold the Dispatcher's own kernel-block test
+/// accepts.
+pub(crate) fn watch_after(cfg: &super::config::Config) -> Duration {
+    cfg.dispatch_interval.saturating_mul(2)
+}
 /// Processers the balance step looks at per cycle at most, in turns: all of
 /// them up to this many, a bounded slice of a larger table.
 const BALANCE_SLICE: usize = 64;
@@ -111,6 +149,9 @@ pub(crate) struct DispatchState {
     /// Either the Dispatcher sees the awake Processer, or the Processer sees
     /// `deep` and wakes it.
     deep: AtomicBool,
+    /// A peer reported a Processer whose task has held it for the watch
+    /// time: end the nap now and sample at the base interval.
+    alert: AtomicBool,
     thread: OnceLock<Thread>,
     handle: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -157,6 +198,22 @@ pub(crate) fn processer_awake(shared: &Shared) {
             t.unpark();
         }
     }
+}
+
+/// A busy Processer found `p`'s switch count unchanged for the watch time
+/// (see "Peers watch each other"): record it, and end the Dispatcher's nap
+/// so that it samples now and then at the base interval. Returns whether
+/// this call woke the Dispatcher.
+pub(crate) fn alert(shared: &Shared, p: &ProcesserShared, switches: u64) -> bool {
+    p.reported.store(switches, Ordering::Relaxed);
+    let d = &shared.dispatch;
+    if d.alert.swap(true, Ordering::Relaxed) {
+        return false; // already alerted, not yet seen
+    }
+    if let Some(t) = d.thread.get() {
+        t.unpark();
+    }
+    true
 }
 
 /// Wakes the Dispatcher (stop, detach), from a deep sleep or from the wait
@@ -222,8 +279,21 @@ impl View {
     }
 }
 
+/// What a sample found, for the choice of the next sampling period.
+struct Sample {
+    /// A task is switched in somewhere.
+    any_running: bool,
+    /// Some Processer holds the same task as at the previous sample.
+    any_suspect: bool,
+    /// Every running Processer has a peer that passes its watch point
+    /// often (a *watcher*), and will report it if it stops switching.
+    all_watched: bool,
+}
+
 struct Dispatcher {
     shared: Arc<Shared>,
+    /// When the previous sample was taken.
+    last_sample: Instant,
     /// One view per Processer, in table order (by slot index): `views[i]`
     /// is about `procs[i]` of the last sample. Rebuilt (O(n)) only when the
     /// table changed.
@@ -241,6 +311,7 @@ impl Dispatcher {
     fn new(shared: Arc<Shared>) -> Dispatcher {
         Dispatcher {
             shared,
+            last_sample: Instant::now(),
             views: Vec::new(),
             blocked: Vec::new(),
             balance_from: 0,
@@ -269,19 +340,28 @@ impl Dispatcher {
             }
             let s = &self.shared;
             let procs = s.processers_snapshot();
-            let (any_running, any_suspect) = self.sample(&procs);
+            let alerted = s.dispatch.alert.swap(false, Ordering::Relaxed);
+            let Sample {
+                any_running,
+                any_suspect,
+                all_watched,
+            } = self.sample(&procs);
             self.rescue_and_grow(&procs);
             self.balance(&procs);
             self.cover_timers_and_io(&procs, interval);
             // While every running task switches between samples, back off
-            // (doubling, up to BACKOFF_MAX times the base); at the first
-            // suspect, sample at the base interval again.
-            interval = if any_suspect {
+            // (doubling, up to BACKOFF_MAX times the base, BACKOFF_WATCHED
+            // while busy peers watch every running Processer); at the first
+            // suspect or a peer's alert, sample at the base interval again.
+            interval = if any_suspect || alerted {
                 base
             } else {
-                interval
-                    .saturating_mul(2)
-                    .min(base.saturating_mul(BACKOFF_MAX))
+                let most = if all_watched {
+                    BACKOFF_WATCHED
+                } else {
+                    BACKOFF_MAX
+                };
+                interval.saturating_mul(2).min(base.saturating_mul(most))
             };
             // Park while everything sleeps; otherwise sample again after
             // one interval.
@@ -300,7 +380,7 @@ impl Dispatcher {
     fn nap(&self, d: Duration) {
         let deadline = Instant::now().checked_add(d);
         loop {
-            if self.exiting() {
+            if self.exiting() || self.shared.dispatch.alert.load(Ordering::Relaxed) {
                 return;
             }
             match deadline {
@@ -316,22 +396,38 @@ impl Dispatcher {
         }
     }
 
-    /// Step 1-2: updates every Processer's `blocked` flag. Returns whether
-    /// any task is switched in, and whether any Processer is a suspect (the
-    /// same task switched in as at the previous sample).
+    /// Step 1-2: updates every Processer's `blocked` flag, and says what
+    /// the sampling period may be (see [`Sample`]).
     ///
     /// O(n) per cycle: a few loads per Processer, and the views kept in
     /// table order.
-    fn sample(&mut self, procs: &[Arc<ProcesserShared>]) -> (bool, bool) {
+    fn sample(&mut self, procs: &[Arc<ProcesserShared>]) -> Sample {
         let now = Instant::now();
+        let elapsed = now.saturating_duration_since(self.last_sample);
+        self.last_sample = now;
+        let watch_after = watch_after(&self.shared.config);
+        // A Processer passes its watch point every NEW_QUEUE_INTERVAL picks;
+        // it watches closely enough when that is at least once per
+        // WATCH_PERIOD.
+        let watcher_picks =
+            u128::from(NEW_QUEUE_INTERVAL) * elapsed.as_nanos() / WATCH_PERIOD.as_nanos().max(1);
         let mut any_running = false;
         let mut any_suspect = false;
+        let (mut running_n, mut watchers) = (0usize, 0usize);
         self.align_views(procs, now);
         self.blocked.clear();
         for (i, (p, v)) in procs.iter().zip(self.views.iter_mut()).enumerate() {
             let switches = p.switches.load(Ordering::Relaxed);
             let running = p.running.load(Ordering::Relaxed);
             any_running |= running;
+            let watcher = u128::from(switches.wrapping_sub(v.switches)) >= watcher_picks.max(1);
+            watchers += usize::from(watcher);
+            running_n += usize::from(running);
+            if running && switches != v.switches && p.reported.load(Ordering::Relaxed) == switches {
+                // A peer has seen this count for the watch time already:
+                // take its word for how long the task has held the thread.
+                v.reset(switches, now.checked_sub(watch_after).unwrap_or(now));
+            }
             if switches != v.switches || !running {
                 v.reset(switches, now);
                 if p.blocked.load(Ordering::Relaxed) {
@@ -351,7 +447,13 @@ impl Dispatcher {
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
-        (any_running, any_suspect)
+        // Every running Processer has a watcher other than itself.
+        let all_watched = running_n == 0 || watchers >= 2;
+        Sample {
+            any_running,
+            any_suspect,
+            all_watched,
+        }
     }
 
     /// Makes `views[i]` the view of `procs[i]`: a pointer comparison per

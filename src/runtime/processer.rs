@@ -102,6 +102,18 @@ const SPIN_ROUNDS: u32 = 32;
 /// bounded however many Processers there are.
 const STEAL_VICTIMS: usize = 8;
 
+/// What a Processer saw of its peers at its last looks (`watch_peers`).
+#[derive(Default)]
+struct Watch {
+    /// The table generation `seen` is about.
+    gen: u64,
+    /// Per table position: the switch count seen with a task switched in,
+    /// and when it was first seen.
+    seen: Vec<Option<(u64, Instant)>>,
+    /// The position to look at next.
+    next: usize,
+}
+
 /// The half of a Processer only its own thread touches. All access is through
 /// `&ProcLocal` (interior mutability), because a running task reaches it
 /// through the thread-local pointer while the loop below it is suspended.
@@ -125,6 +137,8 @@ pub(crate) struct ProcLocal {
     switches: Cell<u64>,
     /// The task currently switched in.
     current: Cell<*const TaskHeader>,
+    /// This Processer's watch over its peers (see `watch_peers`).
+    watch: RefCell<Watch>,
     /// Tasks a poll of the reactor woke, on their way to the runnable queue
     /// (kept to reuse its allocation).
     woken: RefCell<Vec<Runnable>>,
@@ -162,6 +176,7 @@ impl ProcLocal {
             table,
             switches: Cell::new(0),
             current: Cell::new(std::ptr::null()),
+            watch: RefCell::new(Watch::default()),
             woken: RefCell::new(Vec::new()),
             idle_since: Cell::new(None),
         }
@@ -204,6 +219,7 @@ impl ProcLocal {
             // polled for a while, then the remote queues.
             self.fire_timers();
             self.poll_io_busy();
+            self.watch_peers();
             if let Some(t) = self.pull_remote() {
                 return Some(t);
             }
@@ -226,6 +242,59 @@ impl ProcLocal {
         local
             .or_else(|| self.p.take_runnext())
             .or_else(|| self.pull_remote())
+    }
+
+    /// A busy Processer's look at one peer (in turns), at its periodic look
+    /// outward: if the peer has had a task switched in and the same switch
+    /// count for the watch time, tell the Dispatcher, which then samples
+    /// at once and at its base interval. Busy Processers thus watch each
+    /// other, and the Dispatcher may sample less often while they do (see
+    /// "Peers watch each other" in `dispatcher.rs`). One clock read and two
+    /// loads of the peer's line per look.
+    fn watch_peers(&self) {
+        if self.sched.config.max_threads <= 1 {
+            return; // no Dispatcher
+        }
+        let gen = self.sched.processers_gen();
+        if self.table.borrow().0 != gen {
+            *self.table.borrow_mut() = (gen, self.sched.processers_snapshot());
+        }
+        let table = self.table.borrow();
+        let procs = &table.1;
+        let n = procs.len();
+        if n < 2 {
+            return;
+        }
+        let mut w = self.watch.borrow_mut();
+        if w.gen != gen || w.seen.len() != n {
+            w.gen = gen;
+            w.seen.clear();
+            w.seen.resize(n, None);
+        }
+        let mut i = w.next % n;
+        if Arc::ptr_eq(&procs[i], &self.p) {
+            i = (i + 1) % n;
+        }
+        w.next = i + 1;
+        let q = &procs[i];
+        let switches = q.switches.load(Ordering::Relaxed);
+        let now = Instant::now();
+        if !q.running.load(Ordering::Relaxed) {
+            w.seen[i] = None;
+            return;
+        }
+        match w.seen[i] {
+            Some((seen, since)) if seen == switches => {
+                let after = super::dispatcher::watch_after(&self.sched.config);
+                if now.saturating_duration_since(since) >= after
+                    && q.reported.load(Ordering::Relaxed) != switches
+                    && !q.blocked.load(Ordering::Relaxed)
+                {
+                    super::dispatcher::alert(&self.sched, q, switches);
+                }
+            }
+            _ => w.seen[i] = Some((switches, now)),
+        }
     }
 
     /// A task from this Processer's local queues only.

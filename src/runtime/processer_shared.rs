@@ -66,6 +66,11 @@ pub(crate) struct ProcesserShared {
     /// A task is switched in right now. Relaxed: a sample, paired with the
     /// switch counter by the Dispatcher.
     pub(crate) running: AtomicBool,
+    /// The switch count a busy peer found unchanged for the watch time
+    /// (`dispatcher::watch_after`) and reported to the Dispatcher; stale as
+    /// soon as the count moves. Relaxed: a hint, which the Dispatcher
+    /// checks against the counter itself.
+    pub(crate) reported: AtomicU64,
     /// The thread is asleep (or about to be) waiting for work. See the
     /// module docs for the protocol.
     pub(crate) sleeping: AtomicBool,
@@ -230,6 +235,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         runnext: NextSlot::new(),
         switches: AtomicU64::new(0),
         running: AtomicBool::new(false),
+        reported: AtomicU64::new(u64::MAX),
         sleeping: AtomicBool::new(false),
         listed: AtomicBool::new(false),
         search_handoff: AtomicBool::new(false),
