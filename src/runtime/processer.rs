@@ -278,11 +278,11 @@ impl ProcLocal {
         w.next = i + 1;
         let q = &procs[i];
         let switches = q.switches.load(Ordering::Relaxed);
-        let now = Instant::now();
         if !q.running.load(Ordering::Relaxed) {
             w.seen[i] = None;
             return;
         }
+        let now = Instant::now();
         match w.seen[i] {
             Some((seen, since)) if seen == switches => {
                 let after = super::dispatcher::watch_after(&self.sched.config);
