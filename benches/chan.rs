@@ -4,7 +4,8 @@
 //!
 //! One iteration is one round trip: A sends a value to B on one channel, B
 //! sends it back on another. Each measurement spawns a fresh driver task A;
-//! the echo task B lives for the whole benchmark.
+//! the echo task B lives for the whole benchmark. Groups: `rendezvous`
+//! (capacity 0), `bounded1` (capacity 1), `unbounded`.
 //!
 //! Run with `cargo bench --bench chan`.
 
@@ -13,14 +14,19 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 /// gofer: two tasks on a one-Processer scheduler.
-fn gofer_pingpong(c: &mut Criterion, group: &str, cap: usize, select_echo: bool) {
+/// `cap`: `None` for unbounded channels.
+fn gofer_pingpong(c: &mut Criterion, group: &str, cap: Option<usize>, select_echo: bool) {
     let sched = gofer::Scheduler::builder()
         .min_threads(1)
         .max_threads(1)
         .build()
         .unwrap();
-    let (ping_tx, ping_rx) = gofer::chan::bounded::<u64>(cap);
-    let (pong_tx, pong_rx) = gofer::chan::bounded::<u64>(cap);
+    let make = || match cap {
+        Some(cap) => gofer::chan::bounded::<u64>(cap),
+        None => gofer::chan::unbounded::<u64>(),
+    };
+    let (ping_tx, ping_rx) = make();
+    let (pong_tx, pong_rx) = make();
     let echo = if select_echo {
         // The echo waits in a two-arm select (one arm never fires).
         let (_never_tx, never_rx) = gofer::chan::bounded::<u64>(0);
@@ -99,6 +105,38 @@ fn tokio_mpsc(c: &mut Criterion) {
         });
 }
 
+/// tokio: two tasks on a current_thread runtime, unbounded mpsc channels.
+fn tokio_unbounded(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (ping_tx, mut ping_rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+    let (pong_tx, pong_rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+    rt.spawn(async move {
+        while let Some(v) = ping_rx.recv().await {
+            if pong_tx.send(v).is_err() {
+                return;
+            }
+        }
+    });
+    let pong_rx = std::sync::Arc::new(tokio::sync::Mutex::new(pong_rx));
+    c.benchmark_group("unbounded")
+        .bench_function("tokio_mpsc", |b| {
+            b.iter_custom(|iters| {
+                let (ping_tx, pong_rx) = (ping_tx.clone(), pong_rx.clone());
+                rt.block_on(async move {
+                    let mut pong_rx = pong_rx.lock().await;
+                    let start = Instant::now();
+                    for i in 0..iters {
+                        ping_tx.send(i).unwrap();
+                        pong_rx.recv().await.unwrap();
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+}
+
 /// tokio: each round trip sends a fresh oneshot sender to the echo task,
 /// which answers on it (request/response style).
 fn tokio_oneshot(c: &mut Criterion) {
@@ -129,8 +167,10 @@ fn tokio_oneshot(c: &mut Criterion) {
         });
 }
 
-/// may: two coroutines on one worker, may's mpsc channels.
-fn may_mpsc(c: &mut Criterion) {
+/// may: two coroutines on one worker, may's mpsc channels (unbounded:
+/// may has no bounded mpsc; it is listed under `bounded1` too, as the
+/// nearest it has).
+fn may_mpsc(c: &mut Criterion, group: &str) {
     may::config().set_workers(1);
     let (ping_tx, ping_rx) = may::sync::mpsc::channel::<u64>();
     let (pong_tx, pong_rx) = may::sync::mpsc::channel::<u64>();
@@ -142,23 +182,22 @@ fn may_mpsc(c: &mut Criterion) {
         }
     });
     let pong_rx = std::sync::Arc::new(std::sync::Mutex::new(pong_rx));
-    c.benchmark_group("bounded1")
-        .bench_function("may_mpsc", |b| {
-            b.iter_custom(|iters| {
-                let (ping_tx, pong_rx) = (ping_tx.clone(), pong_rx.clone());
-                may::go!(move || {
-                    let pong_rx = pong_rx.lock().unwrap();
-                    let start = Instant::now();
-                    for i in 0..iters {
-                        ping_tx.send(i).unwrap();
-                        pong_rx.recv().unwrap();
-                    }
-                    start.elapsed()
-                })
-                .join()
-                .unwrap()
+    c.benchmark_group(group).bench_function("may_mpsc", |b| {
+        b.iter_custom(|iters| {
+            let (ping_tx, pong_rx) = (ping_tx.clone(), pong_rx.clone());
+            may::go!(move || {
+                let pong_rx = pong_rx.lock().unwrap();
+                let start = Instant::now();
+                for i in 0..iters {
+                    ping_tx.send(i).unwrap();
+                    pong_rx.recv().unwrap();
+                }
+                start.elapsed()
             })
-        });
+            .join()
+            .unwrap()
+        })
+    });
 }
 
 /// crossbeam-channel: two OS threads.
@@ -188,17 +227,23 @@ fn crossbeam_threads(c: &mut Criterion, group: &str, cap: usize) {
 }
 
 fn rendezvous(c: &mut Criterion) {
-    gofer_pingpong(c, "rendezvous", 0, false);
-    gofer_pingpong(c, "rendezvous", 0, true);
+    gofer_pingpong(c, "rendezvous", Some(0), false);
+    gofer_pingpong(c, "rendezvous", Some(0), true);
     crossbeam_threads(c, "rendezvous", 0);
 }
 
 fn bounded1(c: &mut Criterion) {
-    gofer_pingpong(c, "bounded1", 1, false);
+    gofer_pingpong(c, "bounded1", Some(1), false);
     tokio_mpsc(c);
     tokio_oneshot(c);
-    may_mpsc(c);
+    may_mpsc(c, "bounded1");
     crossbeam_threads(c, "bounded1", 1);
+}
+
+fn unbounded(c: &mut Criterion) {
+    gofer_pingpong(c, "unbounded", None, false);
+    tokio_unbounded(c);
+    may_mpsc(c, "unbounded");
 }
 
 fn config() -> Criterion {
@@ -211,6 +256,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = rendezvous, bounded1
+    targets = rendezvous, bounded1, unbounded
 }
 criterion_main!(benches);
