@@ -50,18 +50,24 @@ fn task_waker(task: TaskRef) -> Waker {
 static TASK_WAKER: RawWakerVTable =
     RawWakerVTable::new(waker_clone, waker_wake, waker_wake_by_ref, waker_drop);
 
+/// # Safety
+/// `p` is the data of a live task waker: one reference from `into_raw`.
 unsafe fn waker_clone(p: *const ()) -> RawWaker {
     // SAFETY: the waker being cloned holds a reference, so the cell is alive.
     let task = unsafe { TaskRef::clone_from_ptr(p.cast()) };
     RawWaker::new(task.into_raw().cast(), &TASK_WAKER)
 }
 
+/// # Safety
+/// As for `waker_clone`; the waker's reference is consumed.
 unsafe fn waker_wake(p: *const ()) {
     // SAFETY: consumes the waker's reference (from `into_raw`).
     let task = unsafe { TaskRef::from_raw(p.cast()) };
     park::unpark_header(&task);
 }
 
+/// # Safety
+/// As for `waker_clone`; the waker keeps its reference.
 unsafe fn waker_wake_by_ref(p: *const ()) {
     // SAFETY: the waker holds a reference, so the header is alive, and `p`
     // came from `TaskRef::into_raw` (the whole cell's provenance).
@@ -70,6 +76,8 @@ unsafe fn waker_wake_by_ref(p: *const ()) {
     }
 }
 
+/// # Safety
+/// As for `waker_clone`; the waker's reference is given back.
 unsafe fn waker_drop(p: *const ()) {
     // SAFETY: gives back the waker's reference (from `into_raw`).
     drop(unsafe { TaskRef::from_raw(p.cast()) });
