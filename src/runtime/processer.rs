@@ -550,23 +550,30 @@ impl ProcLocal {
 
     /// Frees finished tasks; their stacks go back to the pools.
     fn gc_flush(&self) {
-        let batch = std::mem::take(&mut *self.gc.borrow_mut());
+        // Taken out while the tasks are dropped (their cells' destructors
+        // run user code), then given back empty, keeping its capacity.
+        let mut batch = std::mem::take(&mut *self.gc.borrow_mut());
         if batch.is_empty() {
             return;
         }
         let shared = &self.sched.stacks;
         let mut local = self.stacks.borrow_mut();
         let mut released = false;
-        for mut t in batch {
+        for mut t in batch.drain(..) {
             if let Some(s) = t.run().stack.take() {
                 released = true;
                 local.free(shared, s);
             }
-            // Dropping `t` releases the task header, and with it anything a
-            // user destructor left in its locals: contain a panic there.
-            contain("a finished task", || drop(t));
+            // Dropping `t` may free the task's cell; that contains a panic
+            // of whatever user value is left in it (`TaskVTable::dealloc`).
+            drop(t);
         }
         drop(local);
+        let mut gc = self.gc.borrow_mut();
+        if gc.is_empty() {
+            *gc = batch;
+        }
+        drop(gc);
         if released {
             // Only a stack actually given back makes spawning possible again
             // (a task that failed to get one must not clear the record).
