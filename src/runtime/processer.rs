@@ -255,12 +255,8 @@ impl ProcLocal {
         if self.sched.config.max_threads <= 1 {
             return; // no Dispatcher
         }
-        let gen = self.sched.processers_gen();
-        if self.table.borrow().0 != gen {
-            *self.table.borrow_mut() = (gen, self.sched.processers_snapshot());
-        }
-        let table = self.table.borrow();
-        let procs = &table.1;
+        let table = self.table();
+        let (gen, procs) = (table.0, &table.1);
         let n = procs.len();
         if n < 2 {
             return;
@@ -295,6 +291,16 @@ impl ProcLocal {
             }
             _ => w.seen[i] = Some((switches, now)),
         }
+    }
+
+    /// This thread's copy of the Processer table, refreshed first if the
+    /// table changed since it was taken.
+    fn table(&self) -> std::cell::Ref<'_, (u64, Arc<Vec<Arc<ProcesserShared>>>)> {
+        let gen = self.sched.processers_gen();
+        if self.table.borrow().0 != gen {
+            *self.table.borrow_mut() = (gen, self.sched.processers_snapshot());
+        }
+        self.table.borrow()
     }
 
     /// A task from this Processer's local queues only.
@@ -409,11 +415,7 @@ impl ProcLocal {
         if self.p.kind == Kind::Caller {
             return None; // it runs its root task only (see `may_run`)
         }
-        let gen = self.sched.processers_gen();
-        if self.table.borrow().0 != gen {
-            *self.table.borrow_mut() = (gen, self.sched.processers_snapshot());
-        }
-        let table = self.table.borrow();
+        let table = self.table();
         let others = &table.1;
         let n = others.len();
         if n <= 1 {
