@@ -155,6 +155,52 @@ impl Shared {
         self.reactor.get().filter(|r| r.has_sources())
     }
 
+    /// A socket was just registered with `reactor`: make sure somebody will
+    /// wait in it, so that the task about to park on the socket wakes.
+    ///
+    /// Only core Processers take the poller role, and they look for it when
+    /// they go to sleep. One that fell asleep while the reactor had nothing
+    /// to poll sleeps on its futex, and would sleep on after this
+    /// registration while the waiting task (a `block_on` caller's root, a
+    /// task on an extra Processer) parks: nothing would poll. So:
+    ///
+    /// ```text
+    ///  registering task T                      core Processer P going to sleep
+    ///  1. registered += 1                      1. sleeping = true (SeqCst)
+    ///  2. fence (SeqCst)                       2. fence (SeqCst)
+    ///  3. a blocking poller exists: done       3. read registered: if any,
+    ///  4. some core Processer is awake: done      take the role (or, held for
+    ///     (it polls while busy, and takes         a quick look, sleep briefly
+    ///     the role when it sleeps)                and come back for it)
+    ///  5. else wake a sleeping core Processer
+    /// ```
+    ///
+    /// With both fences SeqCst, either T's step 4 sees P's `sleeping`, or
+    /// P's step 3 sees the registration. A Processer woken at step 5 finds
+    /// nothing to run, goes back to sleep and takes the role. A blocking
+    /// poller, once it leaves the role, is a core Processer that takes it
+    /// again when it next sleeps; while it runs tasks instead, it polls
+    /// every [`BUSY_POLL`](super::io::BUSY_POLL), and if it is blocked, the
+    /// Dispatcher (awake while any Processer runs) polls each cycle.
+    pub(crate) fn ensure_poller(&self, reactor: &Reactor) {
+        fence(Ordering::SeqCst);
+        if reactor.has_blocking_poller() {
+            return;
+        }
+        let procs = self.processers_snapshot();
+        let mut asleep = None;
+        for p in procs.iter().filter(|p| p.kind == Kind::Core) {
+            // Relaxed after the fence: see the protocol above.
+            if !p.sleeping.load(Ordering::Relaxed) {
+                return;
+            }
+            asleep.get_or_insert(p);
+        }
+        if let Some(p) = asleep {
+            self.wake_proc(p);
+        }
+    }
+
     /// The live Processers, sorted by slot index.
     pub(crate) fn processers_snapshot(&self) -> Arc<Vec<Arc<ProcesserShared>>> {
         self.procs.read().clone()

@@ -22,6 +22,16 @@
 //! readiness; the tasks it woke sit in its queue, which the Dispatcher
 //! rescues like any other.
 //!
+//! Only core Processers take the role (an extra Processer or a `block_on`
+//! caller may leave for good while holding it). A core Processer that fell
+//! asleep while the reactor had nothing to poll sleeps on its futex; so
+//! every registration, made just before its task waits, checks that some
+//! core Processer is awake or in a blocking wait, and wakes a sleeping one
+//! otherwise (`Shared::ensure_poller`, which states the protocol). Without
+//! it a `block_on` caller's root task, or a task on an extra Processer,
+//! could park on a socket while every core Processer slept on its futex and
+//! the Dispatcher slept deeply: nobody would ever poll.
+//!
 //! To the Dispatcher a Processer in `epoll_pwait2` looks like any sleeper:
 //! `sleeping` set, no task switched in. Waking it writes the eventfd as
 //! well as unparking its thread (`Shared::wake_proc`):
@@ -226,7 +236,11 @@ impl Registration {
         let Some(sched) = context::current_scheduler() else {
             return Ok(None);
         };
-        sched.reactor()?.register(fd).map(Some)
+        let reactor = sched.reactor()?;
+        let reg = reactor.register(fd)?;
+        // The caller is about to wait: somebody must be polling.
+        sched.ensure_poller(reactor);
+        Ok(Some(reg))
     }
 
     /// The readiness of `interest` now (see `readiness.rs`).
