@@ -618,7 +618,7 @@ impl Dispatcher {
         }
         let mut ours = Vec::with_capacity(self.woken.len());
         for t in self.woken.drain(..) {
-            if Arc::ptr_eq(&t.header().shared, s) && t.header().pin.is_none() {
+            if Arc::ptr_eq(&t.header().shared, s) && t.header().pin().is_none() {
                 ours.push(t);
             } else {
                 context::schedule(t); // pinned, or another scheduler's

@@ -144,6 +144,10 @@ pub(crate) struct ProcLocal {
     woken: RefCell<Vec<Runnable>>,
     /// When the Processer last had work (for Extra retirement).
     pub(crate) idle_since: Cell<Option<Instant>>,
+    /// Tasks pinned here because they switched out in the middle of an
+    /// unwind (see `pin_while_unwinding`): an extra Processer does not
+    /// retire while there are any.
+    pub(crate) unwind_pinned: Cell<usize>,
 }
 
 impl ProcLocal {
@@ -179,6 +183,7 @@ impl ProcLocal {
             watch: RefCell::new(Watch::default()),
             woken: RefCell::new(Vec::new()),
             idle_since: Cell::new(None),
+            unwind_pinned: Cell::new(0),
         }
     }
 
@@ -189,7 +194,7 @@ impl ProcLocal {
 
     /// Queues a task on this Processer (see [`Push`]).
     pub(crate) fn push_local(&self, t: Runnable, how: Push) {
-        if t.header().pin.is_some() {
+        if t.header().pin().is_some() {
             self.pinned_local.borrow_mut().push_back(t);
             return;
         }
@@ -522,10 +527,12 @@ impl ProcLocal {
         match why {
             Suspend::Yield => {
                 t.run().ctx = Some(ctx);
+                self.pin_while_unwinding(t.header());
                 self.push_local(t, Push::Quiet);
             }
             Suspend::Park => {
                 t.run().ctx = Some(ctx);
+                self.pin_while_unwinding(t.header());
                 if let Some(t) = t.park() {
                     // An unpark raced the switch-out: run it again.
                     self.push_local(t, Push::Quiet);
@@ -534,8 +541,51 @@ impl ProcLocal {
             Suspend::Done => {
                 // The finished context is never resumed: forget it.
                 let _ = ctx;
+                if t.header().user_pin.is_none() && t.header().pin().is_some() {
+                    // Finished while pinned for an unwind it caught.
+                    self.unwind_pinned.set(self.unwind_pinned.get() - 1);
+                }
                 self.finish(t);
             }
+        }
+    }
+
+    /// Keeps a task that switched out in the middle of an unwind on this
+    /// thread until the unwind is over.
+    ///
+    /// std counts panics per thread: `panic!` (and the forced unwind of a
+    /// dropped fiber or generator, a `resume_unwind`) raises this thread's
+    /// count, and the `catch_unwind` that ends the unwind lowers the count
+    /// of whichever thread it runs on. A destructor that parks on the way
+    /// (a sleep, a channel, a lock) would let the task resume on another
+    /// thread: its later destructors would see `thread::panicking()` false,
+    /// this thread would stay "panicking" for good, and the other's count
+    /// would wrap below zero (and a `std::sync::Mutex` held in a later panic
+    /// there would no longer be poisoned). So a task that switches out while
+    /// this thread's count is not zero is pinned here, and unpinned at a
+    /// switch-out that finds the count back at zero.
+    ///
+    /// The count is the thread's, not the task's: while a task is parked
+    /// mid-unwind, the other tasks on this thread see `panicking()` true as
+    /// well (as on a thread, where an unwind runs to its end first), and any
+    /// of them that switches out meanwhile is pinned too, until a switch-out
+    /// after the unwind ended. A task the user pinned keeps its own pin.
+    ///
+    /// Called right after the task switched out, on the thread it ran on,
+    /// whose count is still the one the task saw.
+    fn pin_while_unwinding(&self, h: &TaskHeader) {
+        // A load of std's global panic count first (zero unless some
+        // thread is unwinding): nearly free when nobody panics.
+        let unwinding = std::thread::panicking();
+        if unwinding == h.pin().is_some() || h.user_pin.is_some() {
+            return;
+        }
+        if unwinding {
+            h.set_unwind_pin(Some(self.p.index));
+            self.unwind_pinned.set(self.unwind_pinned.get() + 1);
+        } else {
+            h.set_unwind_pin(None);
+            self.unwind_pinned.set(self.unwind_pinned.get() - 1);
         }
     }
 

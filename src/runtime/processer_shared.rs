@@ -120,7 +120,7 @@ impl ProcesserShared {
     /// the caller's thread and hold up the root, and `block_on` could not
     /// return until that task switched out.
     pub(crate) fn may_run(&self, task: &TaskHeader) -> bool {
-        match task.pin {
+        match task.pin() {
             Some(pin) => pin == self.index,
             None => self.kind != Kind::Caller,
         }

@@ -52,7 +52,7 @@ impl Shared {
     /// Pushes a task into `target`'s new (or pinned) queue. If `target`
     /// retired meanwhile, re-routes whatever is left there and returns false.
     pub(crate) fn push_to(&self, target: &ProcesserShared, r: Runnable) -> bool {
-        if r.header().pin.is_some() {
+        if r.header().pin().is_some() {
             target.pinned.push(r);
         } else {
             target.new.push(r);
@@ -87,7 +87,7 @@ impl Shared {
                 && !p.retired.load(Ordering::Relaxed)
                 && !p.blocked.load(Ordering::Relaxed)
         };
-        if let Some(pin) = r.header().pin {
+        if let Some(pin) = r.header().pin() {
             let live = |p: &&Arc<ProcesserShared>| !p.retired.load(Ordering::Relaxed);
             if let Some(p) = find_processer(procs, pin).filter(live) {
                 return Some((p.clone(), false));

@@ -158,6 +158,9 @@ pub(crate) type MakeTask<'a> =
 /// No home Processer yet.
 pub(crate) const NO_HOME: usize = usize::MAX;
 
+/// Not pinned: any Processer may run the task.
+pub(crate) const NO_PIN: usize = usize::MAX;
+
 /// The part of a task only the holder of its [`Runnable`] may touch.
 pub(crate) struct RunState {
     /// The saved coroutine context; `None` before the first run and after
@@ -180,8 +183,16 @@ pub(crate) struct TaskHeader {
     pub(crate) name: Option<Box<str>>,
     /// Requested usable stack size in bytes (page-rounded).
     pub(crate) stack_size: usize,
-    /// Index of the Processer this task is pinned to, if any.
-    pub(crate) pin: Option<usize>,
+    /// Index of the Processer this task must run on ([`NO_PIN`]: any): its
+    /// user pin ([`user_pin`](Self::user_pin)), or, while the task is in the
+    /// middle of an unwind, the Processer whose thread holds that unwind
+    /// (`ProcLocal::pin_while_unwinding`). Written only by the holder of the
+    /// task's [`Runnable`], who hands both on together through a queue or a
+    /// park transition (Release/Acquire), so Relaxed suffices.
+    pin: AtomicUsize,
+    /// The pin the user asked for (`Builder::pin`, a `block_on` root's
+    /// caller), which never changes.
+    pub(crate) user_pin: Option<usize>,
     /// The scheduler the task belongs to.
     pub(crate) shared: Arc<Shared>,
     /// The park state machine (see `park_state.rs`).
@@ -227,7 +238,8 @@ impl TaskHeader {
             id: TaskId::next(),
             name,
             stack_size,
-            pin,
+            pin: AtomicUsize::new(pin.unwrap_or(NO_PIN)),
+            user_pin: pin,
             shared,
             park: ParkState::new(),
             home: AtomicUsize::new(NO_HOME),
@@ -238,6 +250,21 @@ impl TaskHeader {
             }),
             locals: UnsafeCell::new(LocalMap::default()),
         }
+    }
+
+    /// The Processer this task must run on, if any (see the field).
+    #[inline]
+    pub(crate) fn pin(&self) -> Option<usize> {
+        let p = self.pin.load(Ordering::Relaxed);
+        (p != NO_PIN).then_some(p)
+    }
+
+    /// Sets (`Some`) or ends (`None`) a pin to the Processer holding the
+    /// task's unwind; only the holder of the task's [`Runnable`] calls it,
+    /// and only for a task the user did not pin.
+    pub(crate) fn set_unwind_pin(&self, to: Option<usize>) {
+        debug_assert!(self.user_pin.is_none());
+        self.pin.store(to.unwrap_or(NO_PIN), Ordering::Relaxed);
     }
 
     /// How reports name the task: `task 17 'reader'`.
