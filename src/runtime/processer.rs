@@ -524,15 +524,16 @@ impl ProcLocal {
             // next sample, when it sees the counter moved).
             self.p.blocked.store(false, Ordering::Relaxed);
         }
+        // Before the task is filed (a finished one was unpinned, as its
+        // unwind, if any, ended at its root).
+        self.pin_while_unwinding(t.header());
         match why {
             Suspend::Yield => {
                 t.run().ctx = Some(ctx);
-                self.pin_while_unwinding(t.header());
                 self.push_local(t, Push::Quiet);
             }
             Suspend::Park => {
                 t.run().ctx = Some(ctx);
-                self.pin_while_unwinding(t.header());
                 if let Some(t) = t.park() {
                     // An unpark raced the switch-out: run it again.
                     self.push_local(t, Push::Quiet);
@@ -541,10 +542,6 @@ impl ProcLocal {
             Suspend::Done => {
                 // The finished context is never resumed: forget it.
                 let _ = ctx;
-                if t.header().user_pin.is_none() && t.header().pin().is_some() {
-                    // Finished while pinned for an unwind it caught.
-                    self.unwind_pinned.set(self.unwind_pinned.get() - 1);
-                }
                 self.finish(t);
             }
         }
@@ -573,10 +570,22 @@ impl ProcLocal {
     ///
     /// Called right after the task switched out, on the thread it ran on,
     /// whose count is still the one the task saw.
+    #[inline]
     fn pin_while_unwinding(&self, h: &TaskHeader) {
-        // A load of std's global panic count first (zero unless some
-        // thread is unwinding): nearly free when nobody panics.
+        // A load of std's global panic count (zero unless some thread is
+        // unwinding) and of our count of tasks pinned here for an unwind:
+        // nearly free when nobody panics.
         let unwinding = std::thread::panicking();
+        if unwinding || self.unwind_pinned.get() != 0 {
+            self.repin_for_unwind(h, unwinding);
+        }
+    }
+
+    /// The rest of [`pin_while_unwinding`](Self::pin_while_unwinding), off
+    /// the hot path.
+    #[cold]
+    #[inline(never)]
+    fn repin_for_unwind(&self, h: &TaskHeader, unwinding: bool) {
         if unwinding == h.pin().is_some() || h.user_pin.is_some() {
             return;
         }
