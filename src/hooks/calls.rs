@@ -11,13 +11,14 @@
 //! integer and pointer arguments.
 
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use libc::{c_int, c_uint, c_ulong, c_void, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr};
 use libc::{socklen_t, ssize_t, timespec};
 
-use super::fdctx::{self, FdCtx, HOOKED, SOCKET, SYS_NONBLOCK, USER_NONBLOCK};
+use super::fdctx::{self, FdCtx, HOOKED, SOCKET, USER_NONBLOCK};
 use super::real;
 use crate::runtime::context;
 use crate::runtime::io::{poll_fd, Interest, Registration};
@@ -29,16 +30,54 @@ thread_local! {
     static IN_HOOK: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Set in a child process made by `fork` (the handler is registered with
+/// `pthread_atfork` when the first scheduler is built). The child is a copy
+/// of one thread of the parent, maybe in the middle of a task, and shares
+/// the parent's epoll instance: every hooked call there goes straight to
+/// libc, and nothing touches the reactor or the queues it copied.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn in_forked_child() {
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+/// Whether pipes accept `RWF_NOWAIT` (Linux 5.x on): cleared the first time
+/// the kernel refuses it, after which pipe calls block their thread.
+static PIPES_NOWAIT: AtomicBool = AtomicBool::new(true);
+
 /// Runs `f` with the recursion guard set.
 fn guarded<R>(f: impl FnOnce() -> R) -> R {
-    IN_HOOK.with(|g| g.set(true));
+    set_in_hook(true);
     let r = f();
-    IN_HOOK.with(|g| g.set(false));
+    set_in_hook(false);
     r
 }
 
+// The guard's accessors are never inlined: a hook that waits may resume on
+// another thread, and an inlined thread-local access could reuse the
+// address of the thread it started on.
+#[inline(never)]
+fn set_in_hook(on: bool) {
+    IN_HOOK.with(|g| g.set(on));
+}
+
+#[inline(never)]
 fn in_hook() -> bool {
     IN_HOOK.with(Cell::get)
+}
+
+/// Whether a call must go straight to libc whatever it is: inside a hook's
+/// own runtime code, or in a forked child.
+fn bypass() -> bool {
+    FORKED.load(Ordering::Relaxed) || in_hook()
+}
+
+/// Standard input, output and error: calls on them never park. std holds
+/// its stdio locks across them, and those locks belong to the thread: a
+/// task parked while holding one would let the next task on the thread
+/// re-enter it.
+fn is_stdio(fd: c_int) -> bool {
+    (0..=2).contains(&fd)
 }
 
 fn errno() -> c_int {
@@ -60,30 +99,30 @@ fn in_task() -> bool {
 enum Route {
     /// Straight to libc.
     Pass,
-    /// Through [`io_loop`]: `ctx`, its state when the call began, and
-    /// whether the caller is a task.
-    Wait(&'static FdCtx, u64, bool),
+    /// Through [`io_loop`]: `ctx`, its state when the call began.
+    Wait(&'static FdCtx, u64),
 }
 
+/// A call waits through the reactor only inside a task, on a socket or a
+/// pipe (one the kernel can be asked not to block on, call by call), that
+/// the program has not made non-blocking itself and that is not stdio.
+/// Everything else, every call on a plain thread included, is libc's,
+/// exactly as without the hooks.
 fn route(fd: c_int) -> Route {
-    if in_hook() {
+    if is_stdio(fd) || bypass() || !in_task() {
         return Route::Pass;
     }
     let Some(ctx) = fdctx::get(fd) else {
         return Route::Pass;
     };
-    let task = in_task();
     let st = ctx.state(fd);
     if st & HOOKED == 0 || st & USER_NONBLOCK != 0 {
         return Route::Pass;
     }
-    if !task && st & SYS_NONBLOCK == 0 {
-        return Route::Pass; // a blocking descriptor on a plain thread
+    if st & SOCKET == 0 && !PIPES_NOWAIT.load(Ordering::Relaxed) {
+        return Route::Pass; // a pipe, on a kernel that cannot spare it
     }
-    if task {
-        ctx.ensure_nonblocking(fd, st);
-    }
-    Route::Wait(ctx, st, task)
+    Route::Wait(ctx, st)
 }
 
 /// Why a wait ended without the descriptor becoming ready.
@@ -96,13 +135,25 @@ enum Stop {
     Os(c_int),
 }
 
-/// Runs `op` until it does not fail with `EAGAIN`, waiting for `interest`
-/// in between: through the reactor inside a task, in `poll(2)` on a thread.
-fn io_loop(fd: c_int, interest: Interest, mut op: impl FnMut() -> ssize_t) -> ssize_t {
-    let (ctx, st, task) = match route(fd) {
-        Route::Pass => return op(),
-        Route::Wait(ctx, st, task) => (ctx, st, task),
+/// Runs a call the way [`route`] says: `plain` (the call as the program
+/// made it) straight to libc, or `nowait` (the same call, asked not to
+/// block: `MSG_DONTWAIT` on a socket, `RWF_NOWAIT` on a pipe; its argument
+/// says which) until it does not fail with `EAGAIN`, parking the task on
+/// the reactor in between.
+///
+/// The descriptor's flags are never touched: the open file may be shared
+/// with plain threads and other processes, which must not see it change.
+fn io_loop(
+    fd: c_int,
+    interest: Interest,
+    plain: impl FnOnce() -> ssize_t,
+    mut nowait: impl FnMut(bool) -> ssize_t,
+) -> ssize_t {
+    let (ctx, st) = match route(fd) {
+        Route::Pass => return plain(),
+        Route::Wait(ctx, st) => (ctx, st),
     };
+    let socket = st & SOCKET != 0;
     let gen = fdctx::generation(st);
     let deadline = ctx
         .timeout(interest)
@@ -111,45 +162,47 @@ fn io_loop(fd: c_int, interest: Interest, mut op: impl FnMut() -> ssize_t) -> ss
     // Every call spends from the task's budget, which a wait refills, as
     // `gofer::net`'s do (`io/coop.rs`): a task whose descriptor never makes
     // it wait still lets the others on its thread run.
-    if task {
-        crate::io::coop::spend();
-    }
+    crate::io::coop::spend();
     loop {
         let seen = reg.as_ref().map(|r| r.readiness(interest));
-        let r = op();
-        if r >= 0 || errno() != libc::EAGAIN {
+        let r = nowait(socket);
+        if r >= 0 {
             return r;
+        }
+        match errno() {
+            libc::EAGAIN => {}
+            libc::EOPNOTSUPP if !socket => {
+                // A kernel without RWF_NOWAIT for pipes: block, as a
+                // thread would, from now on.
+                PIPES_NOWAIT.store(false, Ordering::Relaxed);
+                return plain();
+            }
+            _ => return r,
         }
         // Closed since the call began (the generation moves before the
         // waiters are woken): never wait on the registration it had.
         if ctx.generation_now() != gen {
             return fail(Stop::Closed);
         }
-        let stop = if task {
-            if reg.is_none() {
-                match guarded(|| ctx.registration(fd, gen)) {
-                    Ok(Some(r)) => reg = Some(r),
-                    Ok(None) => {}
-                    Err(e) => return fail(Stop::Os(e.raw_os_error().unwrap_or(libc::EIO))),
-                }
+        if reg.is_none() {
+            match guarded(|| ctx.registration(fd, gen)) {
+                Ok(Some(r)) => reg = Some(r),
+                Ok(None) => {}
+                Err(e) => return fail(Stop::Os(e.raw_os_error().unwrap_or(libc::EIO))),
             }
-            match (&reg, seen) {
-                (Some(r), Some(ev)) => {
-                    r.clear(ev);
-                    if r.readiness(interest).is_ready() {
-                        continue; // an event came in between: try again
-                    }
-                    r.wait(interest, deadline).err()
-                }
-                (Some(r), None) => r.wait(interest, deadline).err(),
-                (None, _) => poll_fd(fd, interest, deadline).err(),
-            }
-        } else {
-            poll_fd(fd, interest, deadline).err()
-        };
-        if task {
-            crate::io::coop::refill(); // it waited
         }
+        let stop = match (&reg, seen) {
+            (Some(r), Some(ev)) => {
+                r.clear(ev);
+                if r.readiness(interest).is_ready() {
+                    continue; // an event came in between: try again
+                }
+                r.wait(interest, deadline).err()
+            }
+            (Some(r), None) => r.wait(interest, deadline).err(),
+            (None, _) => poll_fd(fd, interest, deadline).err(),
+        };
+        crate::io::coop::refill(); // it waited
         if ctx.generation_now() != gen {
             return fail(Stop::Closed);
         }
@@ -161,6 +214,76 @@ fn io_loop(fd: c_int, interest: Interest, mut op: impl FnMut() -> ssize_t) -> ss
             });
         }
     }
+}
+
+/// `preadv2(fd, iov, cnt, -1, RWF_NOWAIT)`: a read at the current position
+/// that fails with `EAGAIN` rather than block (pipes: Linux 5.x on).
+///
+/// # Safety
+/// The contract of `readv(2)` for `iov` and `cnt`.
+unsafe fn preadv_nowait(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    // SAFETY: the caller's iovecs; position -1 (the current one), split
+    // into low and high words as the system call takes it on 64-bit.
+    unsafe {
+        libc::syscall(
+            libc::SYS_preadv2,
+            fd,
+            iov,
+            cnt,
+            -1i64,
+            0i64,
+            libc::RWF_NOWAIT,
+        ) as ssize_t
+    }
+}
+
+/// `pwritev2(fd, iov, cnt, -1, RWF_NOWAIT)`, as [`preadv_nowait`].
+///
+/// # Safety
+/// The contract of `writev(2)` for `iov` and `cnt`.
+unsafe fn pwritev_nowait(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    // SAFETY: as in preadv_nowait.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pwritev2,
+            fd,
+            iov,
+            cnt,
+            -1i64,
+            0i64,
+            libc::RWF_NOWAIT,
+        ) as ssize_t
+    }
+}
+
+/// A `msghdr` with only its data vector set: what `readv`/`writev` are, as
+/// `recvmsg`/`sendmsg`.
+fn iov_msg(iov: *const iovec, cnt: c_int) -> msghdr {
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut m: msghdr = unsafe { std::mem::zeroed() };
+    m.msg_iov = iov as *mut iovec;
+    m.msg_iovlen = cnt.max(0) as _;
+    m
+}
+
+/// Runs `f` with `fd`'s open file switched to non-blocking mode for that
+/// one call, then restores its flags. For the two calls the kernel has no
+/// per-call flag for (`accept`, `connect`); the flag is visible to other
+/// holders of the open file only during the call.
+fn nonblocking_once(fd: c_int, f: impl FnOnce() -> c_int) -> c_int {
+    // SAFETY: F_GETFL takes no argument.
+    let fl = unsafe { real::fcntl(fd, libc::F_GETFL, 0) };
+    if fl < 0 || fl & libc::O_NONBLOCK != 0 {
+        return f();
+    }
+    // SAFETY: F_SETFL with the descriptor's own flags, plus O_NONBLOCK.
+    unsafe { real::fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as c_ulong) };
+    let r = f();
+    let e = errno();
+    // SAFETY: F_SETFL back to the flags read above.
+    unsafe { real::fcntl(fd, libc::F_SETFL, fl as c_ulong) };
+    set_errno(e);
+    r
 }
 
 fn fail(s: Stop) -> ssize_t {
@@ -180,8 +303,24 @@ fn fail(s: Stop) -> ssize_t {
 /// The contract of `read(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Read, || unsafe { real::read(fd, buf, n) })
+    let iov = iovec {
+        iov_base: buf,
+        iov_len: n,
+    };
+    io_loop(
+        fd,
+        Interest::Read,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::read(fd, buf, n) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |socket| unsafe {
+            if socket {
+                real::recv(fd, buf, n, libc::MSG_DONTWAIT)
+            } else {
+                preadv_nowait(fd, &iov, 1)
+            }
+        },
+    )
 }
 
 /// Hooked `readv`.
@@ -190,8 +329,20 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 /// The contract of `readv(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Read, || unsafe { real::readv(fd, iov, cnt) })
+    io_loop(
+        fd,
+        Interest::Read,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::readv(fd, iov, cnt) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |socket| unsafe {
+            if socket {
+                real::recvmsg(fd, &mut iov_msg(iov, cnt), libc::MSG_DONTWAIT)
+            } else {
+                preadv_nowait(fd, iov, cnt)
+            }
+        },
+    )
 }
 
 /// Hooked `recv`.
@@ -204,10 +355,14 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::recv(fd, buf, n, flags) };
     }
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Read, || unsafe {
-        real::recv(fd, buf, n, flags)
-    })
+    io_loop(
+        fd,
+        Interest::Read,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::recv(fd, buf, n, flags) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |_| unsafe { real::recv(fd, buf, n, flags | libc::MSG_DONTWAIT) },
+    )
 }
 
 /// Hooked `recvfrom`.
@@ -227,10 +382,14 @@ pub unsafe extern "C" fn recvfrom(
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::recvfrom(fd, buf, n, flags, a, al) };
     }
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Read, || unsafe {
-        real::recvfrom(fd, buf, n, flags, a, al)
-    })
+    io_loop(
+        fd,
+        Interest::Read,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::recvfrom(fd, buf, n, flags, a, al) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |_| unsafe { real::recvfrom(fd, buf, n, flags | libc::MSG_DONTWAIT, a, al) },
+    )
 }
 
 /// Hooked `recvmsg`.
@@ -243,10 +402,14 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::recvmsg(fd, msg, flags) };
     }
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Read, || unsafe {
-        real::recvmsg(fd, msg, flags)
-    })
+    io_loop(
+        fd,
+        Interest::Read,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::recvmsg(fd, msg, flags) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |_| unsafe { real::recvmsg(fd, msg, flags | libc::MSG_DONTWAIT) },
+    )
 }
 
 // ---------------------------------------------------------------- writes
@@ -257,8 +420,24 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 /// The contract of `write(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Write, || unsafe { real::write(fd, buf, n) })
+    let iov = iovec {
+        iov_base: buf as *mut c_void,
+        iov_len: n,
+    };
+    io_loop(
+        fd,
+        Interest::Write,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::write(fd, buf, n) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |socket| unsafe {
+            if socket {
+                real::send(fd, buf, n, libc::MSG_DONTWAIT)
+            } else {
+                pwritev_nowait(fd, &iov, 1)
+            }
+        },
+    )
 }
 
 /// Hooked `writev`.
@@ -267,10 +446,20 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 /// The contract of `writev(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Write, || unsafe {
-        real::writev(fd, iov, cnt)
-    })
+    io_loop(
+        fd,
+        Interest::Write,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::writev(fd, iov, cnt) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |socket| unsafe {
+            if socket {
+                real::sendmsg(fd, &iov_msg(iov, cnt), libc::MSG_DONTWAIT)
+            } else {
+                pwritev_nowait(fd, iov, cnt)
+            }
+        },
+    )
 }
 
 /// Hooked `send`.
@@ -283,10 +472,14 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::send(fd, buf, n, flags) };
     }
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Write, || unsafe {
-        real::send(fd, buf, n, flags)
-    })
+    io_loop(
+        fd,
+        Interest::Write,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::send(fd, buf, n, flags) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |_| unsafe { real::send(fd, buf, n, flags | libc::MSG_DONTWAIT) },
+    )
 }
 
 /// Hooked `sendto`.
@@ -306,10 +499,14 @@ pub unsafe extern "C" fn sendto(
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::sendto(fd, buf, n, flags, a, al) };
     }
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Write, || unsafe {
-        real::sendto(fd, buf, n, flags, a, al)
-    })
+    io_loop(
+        fd,
+        Interest::Write,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::sendto(fd, buf, n, flags, a, al) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |_| unsafe { real::sendto(fd, buf, n, flags | libc::MSG_DONTWAIT, a, al) },
+    )
 }
 
 /// Hooked `sendmsg`.
@@ -322,27 +519,36 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::sendmsg(fd, msg, flags) };
     }
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Write, || unsafe {
-        real::sendmsg(fd, msg, flags)
-    })
+    io_loop(
+        fd,
+        Interest::Write,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::sendmsg(fd, msg, flags) },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |_| unsafe { real::sendmsg(fd, msg, flags | libc::MSG_DONTWAIT) },
+    )
 }
 
 // ---------------------------------------------------------------- sockets
 
-/// Hooked `accept`.
+/// Hooked `accept`: non-blocking for the one call (the kernel has no
+/// per-call flag for it), waiting readable in between.
 ///
 /// # Safety
 /// The contract of `accept(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn accept(fd: c_int, a: *mut sockaddr, al: *mut socklen_t) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Read, || unsafe {
-        real::accept(fd, a, al) as ssize_t
-    }) as c_int
+    io_loop(
+        fd,
+        Interest::Read,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::accept(fd, a, al) as ssize_t },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |_| nonblocking_once(fd, || unsafe { real::accept(fd, a, al) }) as ssize_t,
+    ) as c_int
 }
 
-/// Hooked `accept4`.
+/// Hooked `accept4`: as `accept`.
 ///
 /// # Safety
 /// The contract of `accept4(2)`.
@@ -353,15 +559,28 @@ pub unsafe extern "C" fn accept4(
     al: *mut socklen_t,
     flags: c_int,
 ) -> c_int {
-    // SAFETY: forwarded with the caller's arguments.
-    io_loop(fd, Interest::Read, || unsafe {
-        real::accept4(fd, a, al, flags) as ssize_t
-    }) as c_int
+    io_loop(
+        fd,
+        Interest::Read,
+        // SAFETY: forwarded with the caller's arguments.
+        || unsafe { real::accept4(fd, a, al, flags) as ssize_t },
+        // SAFETY: the same call, asked not to block, with the caller's arguments.
+        |_| nonblocking_once(fd, || unsafe { real::accept4(fd, a, al, flags) }) as ssize_t,
+    ) as c_int
 }
 
-/// Hooked `connect`: a non-blocking connect, a wait until writable (bounded
-/// by `SO_SNDTIMEO`, `ETIMEDOUT` on expiry), then the result from
-/// `SO_ERROR`.
+/// Backoff of a Unix-domain connect whose listener's queue is full: the
+/// socket gets no event when the queue drains, so the connect is retried,
+/// from [`UNIX_RETRY_MIN`] doubling to [`UNIX_RETRY_MAX`] between tries.
+const UNIX_RETRY_MIN: Duration = Duration::from_micros(100);
+const UNIX_RETRY_MAX: Duration = Duration::from_millis(10);
+
+/// Hooked `connect`: a connect started non-blocking (the flag set for that
+/// one call), a wait until writable (bounded by `SO_SNDTIMEO`, `ETIMEDOUT`
+/// on expiry), then the result from `SO_ERROR`. A Unix-domain connect
+/// whose listener's queue is full (`EAGAIN`, where a thread would wait) is
+/// retried until it goes through or `SO_SNDTIMEO` passes (`EAGAIN`, as
+/// the kernel's).
 ///
 /// # Safety
 /// The contract of `connect(2)`.
@@ -369,26 +588,43 @@ pub unsafe extern "C" fn accept4(
 pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, al: socklen_t) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     let real_connect = || unsafe { real::connect(fd, a, al) };
-    let (ctx, st, task) = match route(fd) {
-        Route::Wait(ctx, st, task) if st & SOCKET != 0 => (ctx, st, task),
+    let (ctx, st) = match route(fd) {
+        Route::Wait(ctx, st) if st & SOCKET != 0 => (ctx, st),
         _ => return real_connect(),
     };
-    let r = real_connect();
-    if r == 0 || errno() != libc::EINPROGRESS {
-        return r;
-    }
     let gen = fdctx::generation(st);
     let deadline = ctx
         .timeout(Interest::Write)
         .and_then(|t| Instant::now().checked_add(t));
-    let waited = if task {
-        match guarded(|| ctx.registration(fd, gen)) {
-            Ok(Some(reg)) => reg.wait(Interest::Write, deadline),
-            Ok(None) => poll_fd(fd, Interest::Write, deadline),
-            Err(e) => Err(e),
+    let unix = !a.is_null()
+        && al as usize >= std::mem::size_of::<libc::sa_family_t>()
+        // SAFETY: the caller's address, at least a family long.
+        && c_int::from(unsafe { (*a).sa_family }) == libc::AF_UNIX;
+    let mut backoff = UNIX_RETRY_MIN;
+    loop {
+        let r = nonblocking_once(fd, real_connect);
+        if r == 0 {
+            return 0;
         }
-    } else {
-        poll_fd(fd, Interest::Write, deadline)
+        match errno() {
+            libc::EINPROGRESS => break,
+            libc::EAGAIN if unix => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return fail(Stop::TimedOut) as c_int;
+                }
+                crate::time::sleep::sleep(backoff);
+                backoff = (backoff * 2).min(UNIX_RETRY_MAX);
+                if ctx.generation_now() != gen {
+                    return fail(Stop::Closed) as c_int;
+                }
+            }
+            _ => return r,
+        }
+    }
+    let waited = match guarded(|| ctx.registration(fd, gen)) {
+        Ok(Some(reg)) => reg.wait(Interest::Write, deadline),
+        Ok(None) => poll_fd(fd, Interest::Write, deadline),
+        Err(e) => Err(e),
     };
     if ctx.generation_now() != gen {
         set_errno(libc::EBADF);
@@ -433,11 +669,14 @@ pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, al: socklen_t) -
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     let real_poll = |t: c_int| unsafe { real::poll(fds, n, t) };
-    if n != 1 || timeout == 0 || in_hook() || !in_task() {
+    if n != 1 || timeout == 0 || bypass() || !in_task() {
         return real_poll(timeout);
     }
     // SAFETY: n == 1, so `fds` points at one pollfd the caller owns.
     let pfd = unsafe { &*fds };
+    if is_stdio(pfd.fd) {
+        return real_poll(timeout);
+    }
     let interest = match (
         pfd.events & libc::POLLIN != 0,
         pfd.events & libc::POLLOUT != 0,
@@ -496,7 +735,7 @@ fn ts_duration(ts: &timespec) -> Option<Duration> {
 /// The contract of `nanosleep(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
-    if in_hook() || !in_task() || req.is_null() {
+    if bypass() || !in_task() || req.is_null() {
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::nanosleep(req, rem) };
     }
@@ -527,7 +766,7 @@ pub unsafe extern "C" fn clock_nanosleep(
     rem: *mut timespec,
 ) -> c_int {
     let hookable = matches!(clock, libc::CLOCK_MONOTONIC | libc::CLOCK_REALTIME);
-    if in_hook() || !in_task() || req.is_null() || !hookable {
+    if bypass() || !in_task() || req.is_null() || !hookable {
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::clock_nanosleep(clock, flags, req, rem) };
     }
@@ -554,7 +793,7 @@ pub unsafe extern "C" fn clock_nanosleep(
 /// The contract of `sleep(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
-    if in_hook() || !in_task() {
+    if bypass() || !in_task() {
         // SAFETY: forwarded with the caller's argument.
         return unsafe { real::sleep(secs) };
     }
@@ -568,7 +807,7 @@ pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
 /// The contract of `usleep(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn usleep(usec: libc::useconds_t) -> c_int {
-    if in_hook() || !in_task() {
+    if bypass() || !in_task() {
         // SAFETY: forwarded with the caller's argument.
         return unsafe { real::usleep(usec) };
     }
@@ -588,78 +827,57 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     // SAFETY: forwarded with the caller's argument.
     let real_close = || unsafe { real::close(fd) };
     match fdctx::get(fd) {
-        Some(ctx) if !in_hook() => guarded(|| ctx.close_with(real_close)),
+        Some(ctx) if !bypass() => guarded(|| ctx.close_with(real_close)),
         _ => real_close(),
     }
 }
 
-/// Hooked `fcntl`: `F_GETFL` reports the program's own `O_NONBLOCK`,
-/// `F_SETFL` records it (and keeps the descriptor non-blocking while gofer
-/// needs it so), `F_DUPFD*` copies the bookkeeping.
+/// Hooked `fcntl`: `F_SETFL` records whether the program asked for
+/// non-blocking mode (its calls then return `EAGAIN`, as libc's would);
+/// `F_DUPFD*` copies the bookkeeping. Everything goes to libc unchanged:
+/// gofer never leaves a flag of its own on a descriptor.
 ///
 /// # Safety
 /// The contract of `fcntl(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
-    let ctx = if in_hook() { None } else { fdctx::get(fd) };
-    let Some(ctx) = ctx else {
-        // SAFETY: forwarded with the caller's arguments.
-        return unsafe { real::fcntl(fd, cmd, arg) };
-    };
+    // SAFETY: forwarded with the caller's arguments.
+    let r = unsafe { real::fcntl(fd, cmd, arg) };
+    if r < 0 || bypass() {
+        return r;
+    }
     match cmd {
-        libc::F_GETFL => {
-            let st = ctx.state(fd);
-            // SAFETY: forwarded with the caller's arguments.
-            let fl = unsafe { real::fcntl(fd, cmd, arg) };
-            if fl >= 0 && st & SYS_NONBLOCK != 0 && st & USER_NONBLOCK == 0 {
-                fl & !libc::O_NONBLOCK
-            } else {
-                fl
+        libc::F_SETFL => {
+            if let Some(ctx) = fdctx::get(fd) {
+                ctx.state(fd);
+                ctx.set_bit(USER_NONBLOCK, arg as c_int & libc::O_NONBLOCK != 0);
             }
         }
-        libc::F_SETFL => {
-            let st = ctx.state(fd);
-            let user = arg as c_int & libc::O_NONBLOCK != 0;
-            ctx.set_bit(USER_NONBLOCK, user);
-            let arg = if st & SYS_NONBLOCK != 0 {
-                arg | libc::O_NONBLOCK as c_ulong
-            } else {
-                arg
-            };
-            // SAFETY: forwarded with the caller's arguments.
-            unsafe { real::fcntl(fd, cmd, arg) }
-        }
-        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
-            // SAFETY: forwarded with the caller's arguments.
-            let new = unsafe { real::fcntl(fd, cmd, arg) };
-            copy_ctx(fd, new);
-            new
-        }
-        // SAFETY: forwarded with the caller's arguments.
-        _ => unsafe { real::fcntl(fd, cmd, arg) },
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => copy_ctx(fd, r),
+        _ => {}
     }
+    r
 }
 
-/// Hooked `ioctl`: `FIONBIO` records the program's non-blocking mode (and
-/// keeps the descriptor non-blocking while gofer needs it so).
+/// Hooked `ioctl`: `FIONBIO` records the program's non-blocking mode, as
+/// `fcntl(F_SETFL)` does.
 ///
 /// # Safety
 /// The contract of `ioctl(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: c_ulong) -> c_int {
-    if req as libc::Ioctl == libc::FIONBIO && !in_hook() && arg != 0 {
+    // SAFETY: forwarded with the caller's arguments.
+    let r = unsafe { real::ioctl(fd, req, arg) };
+    if r == 0 && req as libc::Ioctl == libc::FIONBIO && arg != 0 && !bypass() {
         if let Some(ctx) = fdctx::get(fd) {
-            let st = ctx.state(fd);
-            // SAFETY: FIONBIO's argument points at an int.
+            ctx.state(fd);
+            // SAFETY: FIONBIO's argument points at an int, which the kernel
+            // just read.
             let on = unsafe { *(arg as *const c_int) } != 0;
             ctx.set_bit(USER_NONBLOCK, on);
-            if !on && st & SYS_NONBLOCK != 0 {
-                return 0; // stays non-blocking underneath; blocking is emulated
-            }
         }
     }
-    // SAFETY: forwarded with the caller's arguments.
-    unsafe { real::ioctl(fd, req, arg) }
+    r
 }
 
 /// Hooked `setsockopt`: `SO_RCVTIMEO`/`SO_SNDTIMEO` become the timeouts of
@@ -679,7 +897,7 @@ pub unsafe extern "C" fn setsockopt(
     let r = unsafe { real::setsockopt(fd, level, name, val, len) };
     let timeo = matches!(name, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO);
     let is_timeval = len as usize >= std::mem::size_of::<libc::timeval>();
-    if r != 0 || level != libc::SOL_SOCKET || !timeo || in_hook() || val.is_null() || !is_timeval {
+    if r != 0 || level != libc::SOL_SOCKET || !timeo || bypass() || val.is_null() || !is_timeval {
         return r;
     }
     if let Some(ctx) = fdctx::get(fd) {
@@ -715,9 +933,40 @@ fn copy_ctx(from: c_int, to: c_int) {
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     // SAFETY: forwarded with the caller's argument.
     let new = unsafe { real::dup(fd) };
-    if !in_hook() {
+    if !bypass() {
         copy_ctx(fd, new);
     }
+    new
+}
+
+/// Whether `dup3(fd, to, flags)` (or `dup2`, with no flags) is bound to
+/// fail before it would close `to`: `EINVAL` for flags other than
+/// `O_CLOEXEC`, `EBADF` for a `fd` that is not open or a negative `to`.
+/// Such a call leaves `to` open in the kernel, so its bookkeeping (and the
+/// tasks waiting on it) must be left alone too.
+fn dup_fails(fd: c_int, to: c_int, flags: c_int) -> Option<c_int> {
+    if flags & !libc::O_CLOEXEC != 0 {
+        return Some(libc::EINVAL);
+    }
+    // SAFETY: F_GETFD takes no argument and only reads.
+    if to < 0 || unsafe { real::fcntl(fd, libc::F_GETFD, 0) } < 0 {
+        return Some(libc::EBADF);
+    }
+    None
+}
+
+/// `dup2`/`dup3` over `to` through `dup`: the descriptor replaced is
+/// closed as by `close`, but only once the call is known to go through.
+fn dup_over(fd: c_int, to: c_int, flags: c_int, dup: impl FnOnce() -> c_int) -> c_int {
+    if let Some(e) = dup_fails(fd, to, flags) {
+        set_errno(e);
+        return -1;
+    }
+    let new = match fdctx::get(to) {
+        Some(ctx) => guarded(|| ctx.close_with(dup)),
+        None => dup(),
+    };
+    copy_ctx(fd, new);
     new
 }
 
@@ -729,15 +978,10 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     let real_dup2 = || unsafe { real::dup2(fd, to) };
-    if in_hook() || fd == to {
+    if bypass() || fd == to {
         return real_dup2();
     }
-    let new = match fdctx::get(to) {
-        Some(ctx) => guarded(|| ctx.close_with(real_dup2)),
-        None => real_dup2(),
-    };
-    copy_ctx(fd, new);
-    new
+    dup_over(fd, to, 0, real_dup2)
 }
 
 /// Hooked `dup3`: as `dup2`.
@@ -748,15 +992,10 @@ pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
 pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     let real_dup3 = || unsafe { real::dup3(fd, to, flags) };
-    if in_hook() || fd == to {
+    if bypass() || fd == to {
         return real_dup3(); // dup3 refuses fd == to with EINVAL
     }
-    let new = match fdctx::get(to) {
-        Some(ctx) => guarded(|| ctx.close_with(real_dup3)),
-        None => real_dup3(),
-    };
-    copy_ctx(fd, new);
-    new
+    dup_over(fd, to, flags, real_dup3)
 }
 
 /// The addresses of every hooked symbol.
@@ -797,7 +1036,13 @@ static KEEP: Symbols = Symbols([
     dup3 as *const (),
 ]);
 
-/// Touches [`KEEP`] (see there).
+/// Touches [`KEEP`] (see there), and registers the fork handler once.
 pub(crate) fn keep() {
     std::hint::black_box(&KEEP.0);
+    static FORK_HANDLER: Once = Once::new();
+    FORK_HANDLER.call_once(|| {
+        // SAFETY: a handler that only stores to an atomic, which is
+        // async-signal-safe, as a forked child of a threaded process needs.
+        unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
+    });
 }

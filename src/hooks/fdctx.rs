@@ -1,7 +1,6 @@
 //! Per-descriptor bookkeeping for the hooks (sylar's `FdCtx`): what the
-//! descriptor is, whether the program asked for non-blocking mode, whether
-//! gofer switched it to non-blocking mode, its timeouts, and its
-//! registration with a reactor.
+//! descriptor is, whether the program asked for non-blocking mode, its
+//! timeouts, and its registration with a reactor.
 //!
 //! A table indexed by descriptor number, in chunks of [`CHUNK`] entries made
 //! with `mmap` when first touched (no heap allocation, so a hooked call
@@ -15,7 +14,6 @@
 //!   bit  5        CLOSING       being closed: callers wait until it is
 //!   bit  4        SOCKET        it is a socket (connect, SO_*TIMEO apply)
 //!   bit  3        USER_NONBLOCK the program set O_NONBLOCK: return EAGAIN
-//!   bit  2        SYS_NONBLOCK  gofer set O_NONBLOCK to wait through epoll
 //!   bit  1        HOOKED        a socket or a pipe: calls may wait
 //!   bit  0        KNOWN         the bits above were read (fstat, F_GETFL)
 //! ```
@@ -55,7 +53,6 @@ pub(crate) const MAX_FD: usize = CHUNK * CHUNKS;
 
 pub(crate) const KNOWN: u64 = 1;
 pub(crate) const HOOKED: u64 = 2;
-pub(crate) const SYS_NONBLOCK: u64 = 4;
 pub(crate) const USER_NONBLOCK: u64 = 8;
 pub(crate) const SOCKET: u64 = 16;
 /// Being closed: nothing learned about the descriptor is remembered.
@@ -225,37 +222,6 @@ impl FdCtx {
             self.state.fetch_or(bit, Ordering::AcqRel);
         } else {
             self.state.fetch_and(!bit, Ordering::AcqRel);
-        }
-    }
-
-    /// Switches the descriptor to non-blocking mode (for waiting through
-    /// epoll), once.
-    /// `state` is the state word the caller's call began with: if the
-    /// descriptor was closed since, the bit is not set (it would describe
-    /// the number's next owner wrongly).
-    pub(crate) fn ensure_nonblocking(&self, fd: c_int, state: u64) {
-        if state & (SYS_NONBLOCK | USER_NONBLOCK) != 0 {
-            return;
-        }
-        // SAFETY: F_GETFL/F_SETFL on a descriptor the caller is using.
-        unsafe {
-            let fl = real::fcntl(fd, libc::F_GETFL, 0);
-            if fl >= 0 {
-                real::fcntl(fd, libc::F_SETFL, (fl | libc::O_NONBLOCK) as libc::c_ulong);
-            }
-        }
-        let mut cur = self.state.load(Ordering::Acquire);
-        while generation(cur) == generation(state) {
-            // AcqRel: as `set_flags`.
-            match self.state.compare_exchange_weak(
-                cur,
-                cur | SYS_NONBLOCK,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
-                Err(now) => cur = now,
-            }
         }
     }
 

@@ -60,6 +60,20 @@ pub fn run_child_watched(
     env: &[(&str, Option<&str>)],
     limit: Duration,
 ) -> Option<Output> {
+    run_child_watched_late(test, scenario, env, limit, Duration::ZERO)
+}
+
+/// Like [`run_child_watched`], but nobody reads the child's stdout and
+/// stderr pipes for the first `read_after`: a child that writes more than
+/// a pipe holds (64 KiB) meanwhile finds it full, as under a slow log
+/// collector.
+pub fn run_child_watched_late(
+    test: &str,
+    scenario: &str,
+    env: &[(&str, Option<&str>)],
+    limit: Duration,
+    read_after: Duration,
+) -> Option<Output> {
     use std::process::Stdio;
     let mut child = child_command(test, scenario, env)
         .stdout(Stdio::piped())
@@ -70,6 +84,7 @@ pub fn run_child_watched(
     // stall before the watchdog looks at it.
     let drain = |mut r: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
+            std::thread::sleep(read_after);
             let mut v = Vec::new();
             let _ = r.read_to_end(&mut v);
             v
