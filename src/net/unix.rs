@@ -245,12 +245,36 @@ impl UnixDatagram {
 
     /// Receives one datagram and its sender's address.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.inner.io(Interest::Read, |s| s.recv_from(buf))
+        self.receive(|| Ok((0, unnamed()?)), |s| s.recv_from(buf))
     }
 
     /// Receives one datagram from the connected peer.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.io(Interest::Read, |s| s.recv(buf))
+        self.receive(|| Ok(0), |s| s.recv(buf))
+    }
+
+    /// A receive (`f`), waiting like the others, with one difference from a
+    /// plain non-blocking call made good: once the read side is shut down
+    /// and the queue is empty, a blocking receive returns 0 bytes (from an
+    /// unnamed address), while a non-blocking one keeps failing with
+    /// `EAGAIN` although `poll` says readable, so it would wait forever.
+    /// So on `EAGAIN` a waiting receive asks `poll` (no wait) whether the
+    /// read side is shut, and if it is returns `at_end` as std's would.
+    fn receive<R>(
+        &self,
+        at_end: impl Fn() -> io::Result<R>,
+        mut f: impl FnMut(&stdunix::UnixDatagram) -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.inner.io(Interest::Read, |s| match f(s) {
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    && !self.inner.is_nonblocking()
+                    && read_shut(s.as_fd()) =>
+            {
+                at_end()
+            }
+            r => r,
+        })
     }
 
     /// Sends one datagram to the socket at `path`.
@@ -270,7 +294,7 @@ impl UnixDatagram {
     /// off the queue (`MSG_PEEK`); waits like [`recv`](Self::recv). std has
     /// this method unstable (`unix_socket_peek`), with the same signature.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.io(Interest::Read, |s| peek(s.as_fd(), buf))
+        self.receive(|| Ok(0), |s| peek(s.as_fd(), buf))
     }
 
     /// Receives the next datagram and its sender's address without taking
@@ -278,7 +302,7 @@ impl UnixDatagram {
     /// std has this method unstable (`unix_socket_peek`), with the same
     /// signature.
     pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.inner.io(Interest::Read, |s| peek_from(s.as_fd(), buf))
+        self.receive(|| Ok((0, unnamed()?)), |s| peek_from(s.as_fd(), buf))
     }
 
     /// Sends one datagram to the connected peer.
@@ -340,6 +364,19 @@ impl UnixDatagram {
     pub fn into_std(self) -> stdunix::UnixDatagram {
         self.inner.into_inner()
     }
+}
+
+/// Whether the read side of the datagram socket `fd` is shut down: `poll`
+/// without waiting reports `POLLRDHUP` for it, and for nothing else.
+fn read_shut(fd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the call's duration; no wait.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & libc::POLLRDHUP != 0
 }
 
 /// `recv(MSG_PEEK)` on `fd`, once.
