@@ -121,10 +121,14 @@ check! {
     fn tcp_shutdown_write_ends_the_peers_stream(ctx, log) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
+        let (tx, rx) = chan::bounded::<()>(0);
         let peer = ctx.peer(move || {
             let (mut s, _) = l.accept().unwrap();
             let eof = s.read(&mut [0u8; 4]).map_err(|e| e.kind());
             s.write_all(b"still").unwrap();
+            // Open until the checks are done: once this side closes too, the
+            // connection is gone and shutdown says NotConnected.
+            rx.recv().ok();
             eof
         });
         let mut c = TcpStream::connect(addr).unwrap();
@@ -134,6 +138,7 @@ check! {
         log.r("read what the peer sent", &c.read_exact(&mut b));
         log.v("bytes", b);
         log.r("write after shutdown(Write)", &c.write(b"x"));
+        drop(tx);
         log.v("peer read", peer.join());
     }
 }
