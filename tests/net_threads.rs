@@ -63,17 +63,20 @@ fn tcp_on_plain_threads_blocks_like_std() {
     server.join().unwrap();
 }
 
-/// Timeouts on a plain thread: `TimedOut` (where std says `WouldBlock`),
-/// never earlier than asked, for TCP, UDP and Unix sockets, reads and
-/// writes, and `connect_timeout`'s own.
+/// Timeouts on a plain thread: `WouldBlock`, as std's (`EAGAIN`), never
+/// earlier than asked, for TCP, UDP and Unix sockets, reads and writes.
 #[test]
-fn timeouts_on_plain_threads_give_timed_out() {
+fn timeouts_on_plain_threads_give_would_block_like_std() {
     let timeout = Duration::from_millis(100);
     let check = |what: &str, f: &mut dyn FnMut() -> std::io::Result<()>| {
         let t = Instant::now();
         let r = f();
         let took = t.elapsed();
-        assert_eq!(r.map_err(|e| e.kind()), Err(ErrorKind::TimedOut), "{what}");
+        assert_eq!(
+            r.map_err(|e| e.kind()),
+            Err(ErrorKind::WouldBlock),
+            "{what}"
+        );
         assert!(took >= timeout, "{what}: early, after {took:?}");
     };
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -224,5 +227,124 @@ fn sockets_convert_to_and_from_std_and_move_between_a_task_and_a_thread() {
     c.read_exact(&mut b).unwrap();
     assert_eq!(&b, b"pong");
     srv.join().unwrap();
+    s.shutdown();
+}
+
+/// `into_std` gives every socket type back in std's blocking mode: a read
+/// (accept, receive) on a plain thread waits for the peer instead of
+/// failing with `WouldBlock`, and keeps the read timeout set on the gofer
+/// socket; a socket the user set non-blocking stays non-blocking. The same
+/// through `OwnedFd`.
+#[test]
+fn into_std_restores_blocking_mode_for_every_socket_type() {
+    use std::os::fd::OwnedFd;
+    // Whether `fd` has O_NONBLOCK.
+    fn nonblocking(fd: &impl std::os::fd::AsRawFd) -> bool {
+        // SAFETY: F_GETFL on an open descriptor.
+        let fl = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        assert!(fl >= 0);
+        fl & libc::O_NONBLOCK != 0
+    }
+    let s = sched("into-std", 1);
+    let timeout = Duration::from_millis(100);
+
+    // TCP: the listener and both ends of a connection made inside a task,
+    // so that each was registered with the reactor before it is given back.
+    let (l, c, srv) = s
+        .spawn(move || {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (srv, _) = l.accept().unwrap();
+            srv.set_read_timeout(Some(timeout)).unwrap();
+            (l, c, srv)
+        })
+        .join()
+        .unwrap();
+    let addr = l.local_addr().unwrap();
+    let l = l.into_std();
+    assert!(!nonblocking(&l), "TcpListener::into_std");
+    let connector = thread::spawn(move || std::net::TcpStream::connect(addr).unwrap());
+    let (_accepted, _) = l.accept().expect("a blocking accept waits for the client");
+    connector.join().unwrap();
+    let mut srv = srv.into_std();
+    assert!(!nonblocking(&srv), "TcpStream::into_std");
+    assert_eq!(
+        srv.read_timeout().unwrap(),
+        Some(timeout),
+        "the timeout is kept"
+    );
+    let mut c = c;
+    let writer = thread::spawn(move || {
+        c.write_all(b"late").unwrap();
+        c
+    });
+    let mut b = [0u8; 4];
+    srv.read_exact(&mut b)
+        .expect("a blocking read waits for the data");
+    assert_eq!(&b, b"late");
+    let _c = writer.join().unwrap();
+    // The kernel's timeout, as std's: `WouldBlock`, after the timeout.
+    let t = Instant::now();
+    assert_eq!(
+        srv.read(&mut b).map_err(|e| e.kind()),
+        Err(ErrorKind::WouldBlock)
+    );
+    assert!(t.elapsed() >= timeout);
+
+    // UDP.
+    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = u.local_addr().unwrap();
+    let u = u.into_std();
+    assert!(!nonblocking(&u), "UdpSocket::into_std");
+    let sender = thread::spawn(move || {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.send_to(b"udp", to).unwrap();
+    });
+    let (n, _) = u.recv_from(&mut b).expect("a blocking receive waits");
+    assert_eq!(&b[..n], b"udp");
+    sender.join().unwrap();
+
+    // Unix: listener, stream, datagram.
+    let path = std::env::temp_dir().join(format!("gofer-{}-intostd.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let ul = UnixListener::bind(&path).unwrap().into_std();
+    assert!(!nonblocking(&ul), "UnixListener::into_std");
+    let p2 = path.clone();
+    let connector = thread::spawn(move || std::os::unix::net::UnixStream::connect(p2).unwrap());
+    let (_us, _) = ul.accept().expect("a blocking accept waits");
+    connector.join().unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let (a, b2) = UnixStream::pair().unwrap();
+    let mut a = a.into_std();
+    assert!(!nonblocking(&a), "UnixStream::into_std");
+    let writer = thread::spawn(move || (&b2).write_all(b"unix").map(|_| b2));
+    a.read_exact(&mut b).expect("a blocking read waits");
+    assert_eq!(&b, b"unix");
+    drop(writer.join().unwrap());
+    let (d, e) = UnixDatagram::pair().unwrap();
+    let d = d.into_std();
+    assert!(!nonblocking(&d), "UnixDatagram::into_std");
+    let sender = thread::spawn(move || e.send(b"dgrm").map(|_| e));
+    let n = d.recv(&mut b).expect("a blocking receive waits");
+    assert_eq!(&b[..n], b"dgrm");
+    drop(sender.join().unwrap());
+
+    // The user's own non-blocking mode is kept, through into_std and
+    // through OwnedFd; OwnedFd otherwise gives a blocking descriptor too.
+    let (x, _y) = UnixStream::pair().unwrap();
+    x.set_nonblocking(true).unwrap();
+    let x = x.into_std();
+    assert!(nonblocking(&x), "set_nonblocking(true) is kept");
+    assert_eq!(
+        (&x).read(&mut b).map_err(|e| e.kind()),
+        Err(ErrorKind::WouldBlock)
+    );
+    let (x, _y) = UdpSocket::bind("127.0.0.1:0").map(|u| (u, ())).unwrap();
+    let fd = OwnedFd::from(x);
+    assert!(!nonblocking(&fd), "From<UdpSocket> for OwnedFd");
+    let (x, _y) = UnixDatagram::pair().unwrap();
+    x.set_nonblocking(true).unwrap();
+    let fd = OwnedFd::from(x);
+    assert!(nonblocking(&fd), "OwnedFd keeps set_nonblocking(true)");
     s.shutdown();
 }

@@ -31,6 +31,11 @@ use crate::runtime::io::{wait_once, Interest};
 /// or until `timeout` passes (`ErrorKind::TimedOut`; `None` waits without
 /// limit).
 ///
+/// `TimedOut`, not `WouldBlock`: this is a wait with a deadline, like
+/// `TcpStream::connect_timeout`, not an operation on a socket with a read
+/// timeout (those fail with `WouldBlock`, as std's do, because that is what
+/// the system call says).
+///
 /// Inside a task the task parks and its thread runs other tasks: a
 /// duplicate of the descriptor is added to the scheduler's reactor for the
 /// wait and removed after it (`dup`, two `epoll_ctl` calls and a `close`;

@@ -13,7 +13,10 @@
 //!    - on a plain thread, wait in `poll(2)` and go back to 1.
 //!
 //! A read or write timeout becomes the deadline of the wait, and an expired
-//! one is `ErrorKind::TimedOut`.
+//! one is `EAGAIN` (`ErrorKind::WouldBlock`), the error std's blocking
+//! sockets give when their `SO_RCVTIMEO`/`SO_SNDTIMEO` passes. (The reactor
+//! and `poll_fd` say `TimedOut`; [`expired`] turns that into std's error.
+//! A connect's wait keeps `TimedOut`, as `connect_timeout` does in std.)
 //!
 //! A stream read or write that moves fewer bytes than asked clears the
 //! readiness it saw (`stream_io`): the next one waits without trying.
@@ -67,26 +70,43 @@ pub(crate) struct Source<T: AsFd> {
     write_timeout: AtomicTimeout,
 }
 
-fn set_os_nonblocking(fd: RawFd) -> io::Result<()> {
+/// Sets or clears `O_NONBLOCK` on `fd` (one `fcntl` to read the flags, and
+/// one to change them if they differ).
+fn set_os_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
     // SAFETY: fcntl on a descriptor the caller owns; results checked.
     unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFL);
         if flags < 0 {
             return Err(io::Error::last_os_error());
         }
-        if flags & libc::O_NONBLOCK == 0
-            && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0
-        {
+        let want = if on {
+            flags | libc::O_NONBLOCK
+        } else {
+            flags & !libc::O_NONBLOCK
+        };
+        if want != flags && libc::fcntl(fd, libc::F_SETFL, want) < 0 {
             return Err(io::Error::last_os_error());
         }
     }
     Ok(())
 }
 
+/// A socket wait's error as the socket operation reports it: an expired
+/// read or write timeout is `EAGAIN` (`WouldBlock`), what std's blocking
+/// sockets return when `SO_RCVTIMEO`/`SO_SNDTIMEO` passes; anything else
+/// is passed on.
+fn expired(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::TimedOut {
+        io::Error::from_raw_os_error(libc::EAGAIN)
+    } else {
+        e
+    }
+}
+
 impl<T: AsFd> Source<T> {
     /// Takes `io` over, switching its descriptor to non-blocking mode.
     pub(crate) fn new(io: T) -> io::Result<Source<T>> {
-        set_os_nonblocking(io.as_fd().as_raw_fd())?;
+        set_os_nonblocking(io.as_fd().as_raw_fd(), true)?;
         Ok(Source {
             reg: OnceLock::new(),
             registering: Mutex::new(()),
@@ -97,15 +117,42 @@ impl<T: AsFd> Source<T> {
         })
     }
 
+    /// Takes over a socket made elsewhere (a `from_std`): [`new`](Self::new),
+    /// and the read and write timeouts the socket already has
+    /// (`SO_RCVTIMEO`, `SO_SNDTIMEO`) become the deadlines of its waits, so
+    /// that a std socket with timeouts keeps them. A socket gofer made
+    /// itself (bound, connected or accepted) has none to read.
+    pub(crate) fn adopt(io: T) -> io::Result<Source<T>> {
+        let src = Source::new(io)?;
+        let sock = socket2::SockRef::from(src.get_ref());
+        src.set_timeout(Interest::Read, sock.read_timeout()?);
+        src.set_timeout(Interest::Write, sock.write_timeout()?);
+        Ok(src)
+    }
+
     /// The wrapped socket.
     pub(crate) fn get_ref(&self) -> &T {
         self.io.as_ref().expect("present until into_inner")
     }
 
-    /// Gives the socket back (deregistered, still non-blocking).
+    /// Gives the socket back, deregistered, in the mode std's own socket
+    /// would be in: blocking at the OS level, unless the user asked for
+    /// non-blocking behaviour (`set_nonblocking(true)`).
+    ///
+    /// `O_NONBLOCK` belongs to the open file description, which clones
+    /// (`try_clone`) share: a clone still wrapped by gofer then makes blocking
+    /// system calls, holding its thread (its callers must not be tasks).
+    ///
+    /// # Panics
+    /// If the descriptor's flags cannot be changed (it is not open: a
+    /// broken invariant of the owned socket).
     pub(crate) fn into_inner(mut self) -> T {
         self.reg.take();
-        self.io.take().expect("present until into_inner")
+        let io = self.io.take().expect("present until into_inner");
+        if let Err(e) = set_os_nonblocking(io.as_fd().as_raw_fd(), self.is_nonblocking()) {
+            panic!("gofer: cannot restore a socket's blocking mode: {e}");
+        }
+        io
     }
 
     pub(crate) fn set_nonblocking(&self, on: bool) {
@@ -116,19 +163,15 @@ impl<T: AsFd> Source<T> {
         self.nonblocking.load(Ordering::Relaxed)
     }
 
-    /// Sets the read or write timeout; zero is refused as std refuses it.
-    pub(crate) fn set_timeout(&self, interest: Interest, t: Option<Duration>) -> io::Result<()> {
-        if t == Some(Duration::ZERO) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "cannot set a 0 duration timeout",
-            ));
-        }
+    /// Sets the read or write timeout that waits use as their deadline.
+    /// (The socket types keep the kernel's `SO_RCVTIMEO`/`SO_SNDTIMEO` in
+    /// step and store what the kernel made of the value: see
+    /// `net::timeout_methods`.)
+    pub(crate) fn set_timeout(&self, interest: Interest, t: Option<Duration>) {
         match interest {
             Interest::Read => self.read_timeout.set(t),
             Interest::Write => self.write_timeout.set(t),
         }
-        Ok(())
     }
 
     pub(crate) fn timeout(&self, interest: Interest) -> Option<Duration> {
@@ -140,7 +183,7 @@ impl<T: AsFd> Source<T> {
 
     /// Runs `f` until it does not return `WouldBlock`, waiting for
     /// `interest` in between (module docs), with the socket's timeout for
-    /// that direction.
+    /// that direction. An expired timeout is `WouldBlock`, as in std.
     pub(crate) fn io<R>(
         &self,
         interest: Interest,
@@ -149,7 +192,8 @@ impl<T: AsFd> Source<T> {
         self.io_timeout(interest, self.timeout(interest), f)
     }
 
-    /// [`io`](Self::io) with an explicit timeout.
+    /// [`io`](Self::io) with an explicit timeout (its expiry:
+    /// `WouldBlock`).
     pub(crate) fn io_timeout<R>(
         &self,
         interest: Interest,
@@ -173,7 +217,7 @@ impl<T: AsFd> Source<T> {
             let seen = self.reg.get().map(|r| r.readiness(interest));
             if let (Some(r), Some(ev)) = (self.reg.get(), seen) {
                 if !waited && !ev.is_ready() && !self.is_nonblocking() {
-                    r.wait(interest, deadline)?;
+                    r.wait(interest, deadline).map_err(expired)?;
                     coop::refill();
                     waited = true;
                     continue;
@@ -190,7 +234,7 @@ impl<T: AsFd> Source<T> {
                         r.clear(ev);
                         continue;
                     }
-                    self.wait_first(interest, deadline)?;
+                    self.wait_first(interest, deadline).map_err(expired)?;
                     coop::refill();
                     waited = true;
                 }
@@ -226,7 +270,8 @@ impl<T: AsFd> Source<T> {
         r
     }
 
-    /// Waits once for `interest` (a non-blocking connect's completion).
+    /// Waits once for `interest` (a non-blocking connect's completion); an
+    /// expired `timeout` is `TimedOut`, as std's `connect_timeout` says.
     pub(crate) fn wait(&self, interest: Interest, timeout: Option<Duration>) -> io::Result<()> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         match self.reg.get() {

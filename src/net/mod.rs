@@ -58,6 +58,71 @@ pub use udp::UdpSocket;
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// A listener's pause after an `accept` that failed for want of resources
+/// (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`): the pending connection stays
+/// queued and the listener stays readable, so a loop that calls `accept`
+/// again at once would fail again at once, at full speed, until a
+/// descriptor is freed. So `accept` sleeps (the task, or the thread outside
+/// a task) before it returns such an error: 5 ms the first time, doubling
+/// to at most 1 s while the failures go on, back to 5 ms after an accept
+/// that succeeds. These are the numbers of Go's `net/http` server. The
+/// error is still returned, so the caller can log it or close idle
+/// connections; a listener in non-blocking mode never sleeps.
+pub(crate) struct AcceptBackoff {
+    /// The next pause in milliseconds; 0 when the last accept did not fail
+    /// for want of resources. Relaxed: a hint only, racing acceptors may
+    /// both pause the same amount.
+    next_ms: AtomicU32,
+}
+
+impl AcceptBackoff {
+    /// The first pause.
+    const FIRST_MS: u32 = 5;
+    /// The longest pause.
+    const MAX_MS: u32 = 1000;
+
+    pub(crate) const fn new() -> AcceptBackoff {
+        AcceptBackoff {
+            next_ms: AtomicU32::new(0),
+        }
+    }
+
+    /// Passes `r`, an accept's result, on: after pausing if it is an error
+    /// of resources (and the listener waits, `nonblocking` false); after
+    /// resetting the pause if it is a success.
+    pub(crate) fn after<T>(&self, r: io::Result<T>, nonblocking: bool) -> io::Result<T> {
+        match &r {
+            Ok(_) => {
+                if self.next_ms.load(Ordering::Relaxed) != 0 {
+                    self.next_ms.store(0, Ordering::Relaxed);
+                }
+            }
+            Err(e) if !nonblocking && is_out_of_resources(e) => {
+                let ms = match self.next_ms.load(Ordering::Relaxed) {
+                    0 => Self::FIRST_MS,
+                    ms => ms,
+                };
+                self.next_ms
+                    .store((ms * 2).min(Self::MAX_MS), Ordering::Relaxed);
+                crate::sleep(Duration::from_millis(u64::from(ms)));
+            }
+            Err(_) => {}
+        }
+        r
+    }
+}
+
+/// Whether `e` says the process or the system ran out of descriptors or
+/// memory: errors that go away only when something else is freed.
+fn is_out_of_resources(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
 
 /// Runs `f` on each address `addr` resolves to, until one succeeds;
 /// otherwise returns the last error (`InvalidInput` if there was no
@@ -111,6 +176,8 @@ macro_rules! socket_impls {
         }
 
         impl std::os::fd::IntoRawFd for $t {
+            /// The socket's descriptor, by way of `into_std` (so in
+            /// blocking mode unless `set_nonblocking(true)` was called).
             fn into_raw_fd(self) -> std::os::fd::RawFd {
                 std::os::fd::IntoRawFd::into_raw_fd(self.into_std())
             }
@@ -124,6 +191,26 @@ macro_rules! socket_impls {
             fn from(s: $std) -> Self {
                 <$t>::from_std(s)
                     .unwrap_or_else(|e| panic!("gofer: cannot make a socket non-blocking: {e}"))
+            }
+        }
+
+        impl From<std::os::fd::OwnedFd> for $t {
+            /// Takes ownership of `fd`, a socket of this kind, as `from_std`
+            /// does: it is switched to non-blocking mode at the OS level, and
+            /// tasks then wait on it through the reactor.
+            ///
+            /// # Panics
+            /// If the descriptor cannot be switched to non-blocking mode.
+            fn from(fd: std::os::fd::OwnedFd) -> Self {
+                <$t>::from(<$std>::from(fd))
+            }
+        }
+
+        impl From<$t> for std::os::fd::OwnedFd {
+            /// The socket's descriptor, by way of `into_std`: back in
+            /// blocking mode unless `set_nonblocking(true)` was called.
+            fn from(s: $t) -> Self {
+                std::os::fd::OwnedFd::from(s.into_std())
             }
         }
 
@@ -216,28 +303,45 @@ pub(crate) use stream_impls;
 
 /// The read and write timeouts every socket type has, as methods of the
 /// type (call it inside its `impl` block).
+///
+/// The timeout is set on the socket itself too (`SO_RCVTIMEO` and
+/// `SO_SNDTIMEO`, through std), and what the kernel made of it (rounded up
+/// to its clock tick) is the one waits use and the getters report, as std's
+/// do. So a socket given back by `into_std` keeps its timeouts.
 macro_rules! timeout_methods {
     () => {
-        /// Sets the read timeout: a read (or accept, or receive) that waits
-        /// longer fails with `TimedOut`. `None` waits without limit; a zero
-        /// duration is refused (`InvalidInput`), as std does.
+        /// Sets the read timeout: a read (or receive, or peek) that waits
+        /// longer fails with [`WouldBlock`](std::io::ErrorKind::WouldBlock)
+        /// (`EAGAIN`), the error std's sockets give on Linux. `None` waits
+        /// without limit; a zero duration is refused (`InvalidInput`), as
+        /// std does. The kernel rounds the duration up to its clock tick,
+        /// and [`read_timeout`](Self::read_timeout) reports the rounded
+        /// value, as std's does.
         pub fn set_read_timeout(&self, t: Option<std::time::Duration>) -> std::io::Result<()> {
+            let s = self.inner.get_ref();
+            s.set_read_timeout(t)?;
             self.inner
-                .set_timeout($crate::runtime::io::Interest::Read, t)
+                .set_timeout($crate::runtime::io::Interest::Read, s.read_timeout()?);
+            Ok(())
         }
 
-        /// Sets the write timeout (see [`set_read_timeout`](Self::set_read_timeout)).
+        /// Sets the write timeout: a write (or send) that waits longer fails
+        /// with [`WouldBlock`](std::io::ErrorKind::WouldBlock); see
+        /// [`set_read_timeout`](Self::set_read_timeout).
         pub fn set_write_timeout(&self, t: Option<std::time::Duration>) -> std::io::Result<()> {
+            let s = self.inner.get_ref();
+            s.set_write_timeout(t)?;
             self.inner
-                .set_timeout($crate::runtime::io::Interest::Write, t)
+                .set_timeout($crate::runtime::io::Interest::Write, s.write_timeout()?);
+            Ok(())
         }
 
-        /// The read timeout.
+        /// The read timeout (as the kernel rounded it).
         pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
             Ok(self.inner.timeout($crate::runtime::io::Interest::Read))
         }
 
-        /// The write timeout.
+        /// The write timeout (as the kernel rounded it).
         pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
             Ok(self.inner.timeout($crate::runtime::io::Interest::Write))
         }

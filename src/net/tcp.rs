@@ -9,7 +9,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::io::source::Source;
 use crate::runtime::io::Interest;
 
-use super::each_addr;
+use super::{each_addr, AcceptBackoff};
 
 /// The backlog asked of `listen`: the kernel caps it at
 /// `net.core.somaxconn` (4096 by default), so a server accepting thousands
@@ -45,6 +45,8 @@ const BACKLOG: i32 = i32::MAX;
 /// ```
 pub struct TcpListener {
     inner: Source<stdnet::TcpListener>,
+    /// The pause after an accept that failed for want of descriptors.
+    backoff: AcceptBackoff,
 }
 
 impl TcpListener {
@@ -67,11 +69,23 @@ impl TcpListener {
 
     /// Accepts a connection; parks the task (or blocks the thread) until one
     /// arrives.
+    ///
+    /// When the process or the system is out of descriptors or memory
+    /// (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`), the error comes back after
+    /// a pause (the task sleeps, or the thread outside a task): 5 ms, doubling
+    /// while such errors go on, to at most 1 s, as Go's `net/http` server
+    /// does. So a loop that calls `accept` again after an error cannot spin
+    /// at full speed while the connection waits in the queue. A listener in
+    /// [non-blocking mode](Self::set_nonblocking) never pauses.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (s, a) = self
-            .inner
-            .io_timeout(Interest::Read, None, |l| l.accept())?;
-        Ok((TcpStream::from_std(s)?, a))
+        let r = self.inner.io_timeout(Interest::Read, None, |l| l.accept());
+        let (s, a) = self.backoff.after(r, self.inner.is_nonblocking())?;
+        Ok((
+            TcpStream {
+                inner: Source::new(s)?,
+            },
+            a,
+        ))
     }
 
     /// An iterator over incoming connections; it never ends (`None` is
@@ -114,15 +128,22 @@ impl TcpListener {
     }
 
     /// Wraps a std listener (it is switched to non-blocking mode at the OS
-    /// level; waiting is done by gofer).
+    /// level; waiting is done by gofer). Whatever mode the std listener was
+    /// in, `accept` then waits, until [`set_nonblocking(true)`](Self::set_nonblocking).
     pub fn from_std(l: stdnet::TcpListener) -> io::Result<TcpListener> {
         Ok(TcpListener {
             inner: Source::new(l)?,
+            backoff: AcceptBackoff::new(),
         })
     }
 
-    /// The std listener, in non-blocking mode (use
-    /// `set_nonblocking(false)` on it for std's blocking behaviour).
+    /// The std listener, in std's blocking mode (its `accept` blocks the
+    /// thread), unless [`set_nonblocking(true)`](Self::set_nonblocking) was
+    /// called on this one, which stays non-blocking.
+    ///
+    /// The mode belongs to the listener's open file description, which
+    /// [clones](Self::try_clone) share: convert once the clones still used
+    /// by tasks are gone, or their accepts block their threads.
     pub fn into_std(self) -> stdnet::TcpListener {
         self.inner.into_inner()
     }
@@ -148,7 +169,7 @@ impl Iterator for Incoming<'_> {
 /// connection). Inside a task a read or write that cannot proceed parks the
 /// task; on a plain thread it blocks the thread. A read (write) that waits
 /// longer than the [read timeout](Self::set_read_timeout) fails with
-/// [`io::ErrorKind::TimedOut`].
+/// [`io::ErrorKind::WouldBlock`], as std's does on Linux.
 pub struct TcpStream {
     inner: Source<stdnet::TcpStream>,
 }
@@ -183,7 +204,9 @@ impl TcpStream {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(e),
         }
-        let stream = TcpStream::from_std(s.into())?;
+        let stream = TcpStream {
+            inner: Source::new(s.into())?,
+        };
         // Writable means the connect finished, well or badly: SO_ERROR says.
         stream.inner.wait(Interest::Write, timeout)?;
         if let Some(e) = stream.inner.get_ref().take_error()? {
@@ -244,7 +267,8 @@ impl TcpStream {
         self.inner.get_ref().take_error()
     }
 
-    /// Receives data without removing it from the queue.
+    /// Receives data without removing it from the queue; waits like a read
+    /// (and with the read timeout).
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.inner.io(Interest::Read, |s| s.peek(buf))
     }
@@ -257,15 +281,23 @@ impl TcpStream {
     }
 
     /// Wraps a std stream (switched to non-blocking mode at the OS level;
-    /// waiting is done by gofer).
+    /// waiting is done by gofer). Its read and write timeouts are kept;
+    /// whatever mode it was in, reads and writes then wait, until
+    /// [`set_nonblocking(true)`](Self::set_nonblocking).
     pub fn from_std(s: stdnet::TcpStream) -> io::Result<TcpStream> {
         Ok(TcpStream {
-            inner: Source::new(s)?,
+            inner: Source::adopt(s)?,
         })
     }
 
-    /// The std stream, in non-blocking mode (use `set_nonblocking(false)`
-    /// on it for std's blocking behaviour).
+    /// The std stream, in std's blocking mode (a read blocks the thread,
+    /// until the read timeout, which it keeps), unless
+    /// [`set_nonblocking(true)`](Self::set_nonblocking) was called on this
+    /// one, which stays non-blocking.
+    ///
+    /// The mode belongs to the connection's open file description, which
+    /// [clones](Self::try_clone) share: convert once the clones still used
+    /// by tasks are gone, or their reads and writes block their threads.
     pub fn into_std(self) -> stdnet::TcpStream {
         self.inner.into_inner()
     }

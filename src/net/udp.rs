@@ -13,7 +13,7 @@ use super::each_addr;
 /// Like [`std::net::UdpSocket`]; inside a task a receive (or a send into a
 /// full buffer) parks the task, on a plain thread it blocks the thread. A
 /// receive that waits longer than the [read timeout](Self::set_read_timeout)
-/// fails with [`io::ErrorKind::TimedOut`].
+/// fails with [`io::ErrorKind::WouldBlock`], as std's does on Linux.
 pub struct UdpSocket {
     inner: Source<stdnet::UdpSocket>,
 }
@@ -101,6 +101,43 @@ impl UdpSocket {
         self.inner.get_ref().ttl()
     }
 
+    /// Sets `IP_MULTICAST_LOOP`: whether multicast datagrams this socket
+    /// sends come back to the local host's sockets.
+    pub fn set_multicast_loop_v4(&self, multicast_loop_v4: bool) -> io::Result<()> {
+        self.inner
+            .get_ref()
+            .set_multicast_loop_v4(multicast_loop_v4)
+    }
+
+    /// Reads `IP_MULTICAST_LOOP`.
+    pub fn multicast_loop_v4(&self) -> io::Result<bool> {
+        self.inner.get_ref().multicast_loop_v4()
+    }
+
+    /// Sets `IP_MULTICAST_TTL`: how many hops this socket's multicast
+    /// datagrams may take (1, the default, keeps them in the local network).
+    pub fn set_multicast_ttl_v4(&self, multicast_ttl_v4: u32) -> io::Result<()> {
+        self.inner.get_ref().set_multicast_ttl_v4(multicast_ttl_v4)
+    }
+
+    /// Reads `IP_MULTICAST_TTL`.
+    pub fn multicast_ttl_v4(&self) -> io::Result<u32> {
+        self.inner.get_ref().multicast_ttl_v4()
+    }
+
+    /// Sets `IPV6_MULTICAST_LOOP` (an IPv6 socket's
+    /// [`set_multicast_loop_v4`](Self::set_multicast_loop_v4)).
+    pub fn set_multicast_loop_v6(&self, multicast_loop_v6: bool) -> io::Result<()> {
+        self.inner
+            .get_ref()
+            .set_multicast_loop_v6(multicast_loop_v6)
+    }
+
+    /// Reads `IPV6_MULTICAST_LOOP`.
+    pub fn multicast_loop_v6(&self) -> io::Result<bool> {
+        self.inner.get_ref().multicast_loop_v6()
+    }
+
     /// Joins an IPv4 multicast group.
     pub fn join_multicast_v4(&self, group: &Ipv4Addr, interface: &Ipv4Addr) -> io::Result<()> {
         self.inner.get_ref().join_multicast_v4(group, interface)
@@ -132,14 +169,24 @@ impl UdpSocket {
         Ok(())
     }
 
-    /// Wraps a std socket (switched to non-blocking mode at the OS level).
+    /// Wraps a std socket (switched to non-blocking mode at the OS level;
+    /// waiting is done by gofer). Its read and write timeouts are kept;
+    /// whatever mode it was in, operations then wait, until
+    /// [`set_nonblocking(true)`](Self::set_nonblocking).
     pub fn from_std(s: stdnet::UdpSocket) -> io::Result<UdpSocket> {
         Ok(UdpSocket {
-            inner: Source::new(s)?,
+            inner: Source::adopt(s)?,
         })
     }
 
-    /// The std socket, in non-blocking mode.
+    /// The std socket, in std's blocking mode (a receive blocks the thread,
+    /// until the read timeout, which it keeps), unless
+    /// [`set_nonblocking(true)`](Self::set_nonblocking) was called on this
+    /// one, which stays non-blocking.
+    ///
+    /// The mode belongs to the socket's open file description, which
+    /// [clones](Self::try_clone) share: convert once the clones still used
+    /// by tasks are gone, or their operations block their threads.
     pub fn into_std(self) -> stdnet::UdpSocket {
         self.inner.into_inner()
     }

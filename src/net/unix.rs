@@ -3,15 +3,23 @@
 
 use std::io;
 use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{self as stdunix, SocketAddr};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::io::source::Source;
 use crate::runtime::io::Interest;
 
+use super::AcceptBackoff;
+
 /// A Unix stream socket server. `accept` inside a task parks the task.
 pub struct UnixListener {
     inner: Source<stdunix::UnixListener>,
+    /// The pause after an accept that failed for want of descriptors.
+    backoff: AcceptBackoff,
 }
 
 impl UnixListener {
@@ -20,11 +28,28 @@ impl UnixListener {
         UnixListener::from_std(stdunix::UnixListener::bind(path)?)
     }
 
+    /// Creates a listener bound to `socket_addr`: a path, or a name in
+    /// Linux's abstract namespace (made with
+    /// [`SocketAddrExt::from_abstract_name`]), which needs no file and
+    /// disappears with the socket.
+    pub fn bind_addr(socket_addr: &SocketAddr) -> io::Result<UnixListener> {
+        UnixListener::from_std(stdunix::UnixListener::bind_addr(socket_addr)?)
+    }
+
     /// Accepts a connection; parks the task (or blocks the thread) until
     /// one arrives.
+    ///
+    /// Out of descriptors or memory, the error comes back after a pause,
+    /// as [`TcpListener::accept`](crate::net::TcpListener::accept)'s does.
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
-        let (s, a) = self.inner.io(Interest::Read, |l| l.accept())?;
-        Ok((UnixStream::from_std(s)?, a))
+        let r = self.inner.io(Interest::Read, |l| l.accept());
+        let (s, a) = self.backoff.after(r, self.inner.is_nonblocking())?;
+        Ok((
+            UnixStream {
+                inner: Source::new(s)?,
+            },
+            a,
+        ))
     }
 
     /// An iterator over incoming connections; it never returns `None`.
@@ -53,14 +78,23 @@ impl UnixListener {
         Ok(())
     }
 
-    /// Wraps a std listener (switched to non-blocking mode at the OS level).
+    /// Wraps a std listener (switched to non-blocking mode at the OS level;
+    /// waiting is done by gofer). Whatever mode it was in, `accept` then
+    /// waits, until [`set_nonblocking(true)`](Self::set_nonblocking).
     pub fn from_std(l: stdunix::UnixListener) -> io::Result<UnixListener> {
         Ok(UnixListener {
             inner: Source::new(l)?,
+            backoff: AcceptBackoff::new(),
         })
     }
 
-    /// The std listener, in non-blocking mode.
+    /// The std listener, in std's blocking mode (its `accept` blocks the
+    /// thread), unless [`set_nonblocking(true)`](Self::set_nonblocking) was
+    /// called on this one, which stays non-blocking.
+    ///
+    /// The mode belongs to the listener's open file description, which
+    /// [clones](Self::try_clone) share: convert once the clones still used
+    /// by tasks are gone, or their accepts block their threads.
     pub fn into_std(self) -> stdunix::UnixListener {
         self.inner.into_inner()
     }
@@ -90,6 +124,13 @@ impl UnixStream {
     /// the thread.)
     pub fn connect<P: AsRef<Path>>(path: P) -> io::Result<UnixStream> {
         UnixStream::from_std(stdunix::UnixStream::connect(path)?)
+    }
+
+    /// Connects to the socket at `socket_addr`: a path, or a name in the
+    /// abstract namespace ([`SocketAddrExt::from_abstract_name`]). Waits
+    /// as [`connect`](Self::connect) does.
+    pub fn connect_addr(socket_addr: &SocketAddr) -> io::Result<UnixStream> {
+        UnixStream::from_std(stdunix::UnixStream::connect_addr(socket_addr)?)
     }
 
     /// A connected pair.
@@ -131,14 +172,31 @@ impl UnixStream {
         Ok(())
     }
 
-    /// Wraps a std stream (switched to non-blocking mode at the OS level).
+    /// Receives data without removing it from the queue (`MSG_PEEK`);
+    /// waits like a read (and with the read timeout). std has this method
+    /// unstable (`unix_socket_peek`), with the same signature.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.io(Interest::Read, |s| peek(s.as_fd(), buf))
+    }
+
+    /// Wraps a std stream (switched to non-blocking mode at the OS level;
+    /// waiting is done by gofer). Its read and write timeouts are kept;
+    /// whatever mode it was in, reads and writes then wait, until
+    /// [`set_nonblocking(true)`](Self::set_nonblocking).
     pub fn from_std(s: stdunix::UnixStream) -> io::Result<UnixStream> {
         Ok(UnixStream {
-            inner: Source::new(s)?,
+            inner: Source::adopt(s)?,
         })
     }
 
-    /// The std stream, in non-blocking mode.
+    /// The std stream, in std's blocking mode (a read blocks the thread,
+    /// until the read timeout, which it keeps), unless
+    /// [`set_nonblocking(true)`](Self::set_nonblocking) was called on this
+    /// one, which stays non-blocking.
+    ///
+    /// The mode belongs to the connection's open file description, which
+    /// [clones](Self::try_clone) share: convert once the clones still used
+    /// by tasks are gone, or their reads and writes block their threads.
     pub fn into_std(self) -> stdunix::UnixStream {
         self.inner.into_inner()
     }
@@ -157,6 +215,12 @@ impl UnixDatagram {
         UnixDatagram::from_std(stdunix::UnixDatagram::bind(path)?)
     }
 
+    /// Creates a socket bound to `socket_addr`: a path, or a name in the
+    /// abstract namespace ([`SocketAddrExt::from_abstract_name`]).
+    pub fn bind_addr(socket_addr: &SocketAddr) -> io::Result<UnixDatagram> {
+        UnixDatagram::from_std(stdunix::UnixDatagram::bind_addr(socket_addr)?)
+    }
+
     /// Creates a socket bound to no address.
     pub fn unbound() -> io::Result<UnixDatagram> {
         UnixDatagram::from_std(stdunix::UnixDatagram::unbound()?)
@@ -173,20 +237,72 @@ impl UnixDatagram {
         self.inner.get_ref().connect(path)
     }
 
+    /// Connects the socket to `socket_addr` (a path, or a name in the
+    /// abstract namespace): `send` and `recv` then use it.
+    pub fn connect_addr(&self, socket_addr: &SocketAddr) -> io::Result<()> {
+        self.inner.get_ref().connect_addr(socket_addr)
+    }
+
     /// Receives one datagram and its sender's address.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.inner.io(Interest::Read, |s| s.recv_from(buf))
+        self.receive(|| Ok((0, unnamed()?)), |s| s.recv_from(buf))
     }
 
     /// Receives one datagram from the connected peer.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.io(Interest::Read, |s| s.recv(buf))
+        self.receive(|| Ok(0), |s| s.recv(buf))
+    }
+
+    /// A receive (`f`), waiting like the others, with one difference from a
+    /// plain non-blocking call made good: once the read side is shut down
+    /// and the queue is empty, a blocking receive returns 0 bytes (from an
+    /// unnamed address), while a non-blocking one keeps failing with
+    /// `EAGAIN` although `poll` says readable, so it would wait forever.
+    /// So on `EAGAIN` a waiting receive asks `poll` (no wait) whether the
+    /// read side is shut, and if it is returns `at_end` as std's would.
+    fn receive<R>(
+        &self,
+        at_end: impl Fn() -> io::Result<R>,
+        mut f: impl FnMut(&stdunix::UnixDatagram) -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.inner.io(Interest::Read, |s| match f(s) {
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    && !self.inner.is_nonblocking()
+                    && read_shut(s.as_fd()) =>
+            {
+                at_end()
+            }
+            r => r,
+        })
     }
 
     /// Sends one datagram to the socket at `path`.
     pub fn send_to<P: AsRef<Path>>(&self, buf: &[u8], path: P) -> io::Result<usize> {
         let path = path.as_ref();
         self.inner.io(Interest::Write, |s| s.send_to(buf, path))
+    }
+
+    /// Sends one datagram to the socket at `socket_addr` (a path, or a name
+    /// in the abstract namespace).
+    pub fn send_to_addr(&self, buf: &[u8], socket_addr: &SocketAddr) -> io::Result<usize> {
+        self.inner
+            .io(Interest::Write, |s| s.send_to_addr(buf, socket_addr))
+    }
+
+    /// Receives the next datagram from the connected peer without taking it
+    /// off the queue (`MSG_PEEK`); waits like [`recv`](Self::recv). std has
+    /// this method unstable (`unix_socket_peek`), with the same signature.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.receive(|| Ok(0), |s| peek(s.as_fd(), buf))
+    }
+
+    /// Receives the next datagram and its sender's address without taking
+    /// it off the queue (`MSG_PEEK`); waits like [`recv_from`](Self::recv_from).
+    /// std has this method unstable (`unix_socket_peek`), with the same
+    /// signature.
+    pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.receive(|| Ok((0, unnamed()?)), |s| peek_from(s.as_fd(), buf))
     }
 
     /// Sends one datagram to the connected peer.
@@ -227,17 +343,113 @@ impl UnixDatagram {
         Ok(())
     }
 
-    /// Wraps a std socket (switched to non-blocking mode at the OS level).
+    /// Wraps a std socket (switched to non-blocking mode at the OS level;
+    /// waiting is done by gofer). Its read and write timeouts are kept;
+    /// whatever mode it was in, operations then wait, until
+    /// [`set_nonblocking(true)`](Self::set_nonblocking).
     pub fn from_std(s: stdunix::UnixDatagram) -> io::Result<UnixDatagram> {
         Ok(UnixDatagram {
-            inner: Source::new(s)?,
+            inner: Source::adopt(s)?,
         })
     }
 
-    /// The std socket, in non-blocking mode.
+    /// The std socket, in std's blocking mode (a receive blocks the thread,
+    /// until the read timeout, which it keeps), unless
+    /// [`set_nonblocking(true)`](Self::set_nonblocking) was called on this
+    /// one, which stays non-blocking.
+    ///
+    /// The mode belongs to the socket's open file description, which
+    /// [clones](Self::try_clone) share: convert once the clones still used
+    /// by tasks are gone, or their operations block their threads.
     pub fn into_std(self) -> stdunix::UnixDatagram {
         self.inner.into_inner()
     }
+}
+
+/// Whether the read side of the datagram socket `fd` is shut down: `poll`
+/// without waiting reports `POLLRDHUP` for it, and for nothing else.
+fn read_shut(fd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the call's duration; no wait.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & libc::POLLRDHUP != 0
+}
+
+/// `recv(MSG_PEEK)` on `fd`, once.
+fn peek(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the call;
+    // `fd` is open (borrowed).
+    let n = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// `recvfrom(MSG_PEEK)` on `fd`, once, with the sender's address.
+fn peek_from(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+    // SAFETY: an all-zero sockaddr_un is a valid value (family 0, empty
+    // path) for the kernel to overwrite.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes, `addr` for
+    // `len` bytes, and `len` for one socklen_t, all for the call; `fd` is
+    // open (borrowed).
+    let n = unsafe {
+        libc::recvfrom(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK,
+            (&mut addr as *mut libc::sockaddr_un).cast(),
+            &mut len,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((n as usize, unix_addr(&addr, len)?))
+}
+
+/// The std form of an address the kernel wrote: `len` bytes of `addr`.
+/// Unnamed (no path: an unbound sender; Linux then says 0 bytes, or only
+/// the family), a name in the abstract namespace (a path that starts with a
+/// NUL byte, `len` long), or a path (NUL-terminated, or `len` long).
+fn unix_addr(addr: &libc::sockaddr_un, len: libc::socklen_t) -> io::Result<SocketAddr> {
+    let base = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+    let path_len = (len as usize).saturating_sub(base).min(addr.sun_path.len());
+    // sun_path is c_char (i8 on x86_64): the same bytes as u8.
+    let path: Vec<u8> = addr.sun_path[..path_len].iter().map(|&c| c as u8).collect();
+    match path.first() {
+        None => unnamed(),
+        Some(0) => SocketAddr::from_abstract_name(&path[1..]),
+        Some(_) => {
+            let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+            SocketAddr::from_pathname(std::ffi::OsStr::from_bytes(&path[..end]))
+        }
+    }
+}
+
+/// An unnamed address. std has no constructor for one; the local address
+/// of an unbound socket is one, made once.
+fn unnamed() -> io::Result<SocketAddr> {
+    static UNNAMED: OnceLock<SocketAddr> = OnceLock::new();
+    if let Some(a) = UNNAMED.get() {
+        return Ok(a.clone());
+    }
+    let a = stdunix::UnixDatagram::unbound()?.local_addr()?;
+    Ok(UNNAMED.get_or_init(|| a).clone())
 }
 
 super::socket_impls!(UnixListener, stdunix::UnixListener, "UnixListener");
