@@ -347,3 +347,37 @@ fn a_unix_connect_to_a_full_listener_waits_as_on_a_thread() {
         },
     );
 }
+
+#[test]
+fn a_hooked_std_socket_wrapped_in_gofer_net_shares_its_registration() {
+    in_child(
+        "a_hooked_std_socket_wrapped_in_gofer_net_shares_its_registration",
+        || {
+            let s = sched("wrap");
+            for round in 0..4 {
+                let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+                let (tx, rx) = mpsc::channel::<()>();
+                let reader = s.spawn(move || {
+                    let mut a = a;
+                    let mut buf = [0u8; 4];
+                    // Parks in the hooked read: the hooks register `a`.
+                    a.read_exact(&mut buf)?;
+                    assert_eq!(&buf, b"one!");
+                    let mut g = gofer::net::unix::UnixStream::from_std(a)?;
+                    let _ = tx.send(());
+                    // Parks again, now through gofer::net.
+                    g.read_exact(&mut buf)?;
+                    Ok::<_, std::io::Error>(buf)
+                });
+                wait_parked(&s);
+                b.write_all(b"one!").unwrap();
+                rx.recv_timeout(common::PATIENCE).unwrap();
+                wait_parked(&s);
+                b.write_all(b"two!").unwrap();
+                let got = reader.join().unwrap();
+                assert_eq!(&got.unwrap(), b"two!", "round {round}");
+            }
+            s.shutdown();
+        },
+    );
+}

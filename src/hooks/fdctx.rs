@@ -275,6 +275,11 @@ impl FdCtx {
         Ok(made)
     }
 
+    /// The registration made for the descriptor, if any.
+    pub(crate) fn current_registration(&self) -> Option<Arc<Registration>> {
+        self.reg.lock().clone()
+    }
+
     /// Closes the descriptor with `close` (the real `close`, `dup2` or
     /// `dup3`, which replace it), keeping the bookkeeping right around it:
     ///

@@ -86,6 +86,23 @@ mod fdctx;
 #[cfg(feature = "hooks")]
 mod real;
 
+/// The registration the hooks made for `fd` (a task waited on it through a
+/// hooked call), so that a `gofer::net` socket made from the same
+/// descriptor shares it: epoll takes a descriptor only once.
+pub(crate) fn registration_of(
+    fd: std::os::fd::RawFd,
+) -> Option<std::sync::Arc<crate::runtime::io::Registration>> {
+    #[cfg(feature = "hooks")]
+    {
+        fdctx::get(fd)?.current_registration()
+    }
+    #[cfg(not(feature = "hooks"))]
+    {
+        let _ = fd;
+        None
+    }
+}
+
 /// Makes sure the linker keeps the hooked symbols (called when a scheduler
 /// is built).
 pub(crate) fn keep() {

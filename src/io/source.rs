@@ -28,7 +28,7 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
@@ -58,8 +58,9 @@ impl AtomicTimeout {
 /// A descriptor owned as `T` (a std socket), waited on by gofer.
 pub(crate) struct Source<T: AsFd> {
     /// Registered with a reactor at the first wait inside a task; dropped
-    /// (deregistered) before `io` closes the descriptor.
-    reg: OnceLock<Registration>,
+    /// (deregistered, unless the `hooks` bookkeeping shares it) before `io`
+    /// closes the descriptor.
+    reg: OnceLock<Arc<Registration>>,
     /// Serialises the registration: two tasks (a reader and a writer) may
     /// reach their first wait at once, and epoll takes an fd only once.
     registering: Mutex<()>,
@@ -292,9 +293,19 @@ impl<T: AsFd> Source<T> {
             let _g = self.registering.lock();
             match self.reg.get() {
                 Some(reg) => reg,
-                None => match Registration::for_current_task(fd)? {
-                    Some(reg) => self.reg.get_or_init(|| reg),
-                    None => return poll_fd(fd, interest, deadline),
+                None => match Registration::for_current_task(fd) {
+                    Ok(Some(reg)) => self.reg.get_or_init(|| Arc::new(reg)),
+                    Ok(None) => return poll_fd(fd, interest, deadline),
+                    // Registered already by the `hooks` feature (a std
+                    // socket a task waited on, then wrapped): one
+                    // descriptor, one registration, shared.
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                        match crate::hooks::registration_of(fd) {
+                            Some(reg) => self.reg.get_or_init(|| reg),
+                            None => return Err(e),
+                        }
+                    }
+                    Err(e) => return Err(e),
                 },
             }
         };
