@@ -18,11 +18,16 @@
 //!      kernel (a blocking read, `std::thread::sleep`, a contended lock). The
 //!      state check keeps a thread that the OS merely preempted (state `R`,
 //!      also gaining no CPU time) from being taken for blocked, and asking
-//!      twice keeps a brief futex wait from counting;
+//!      twice keeps a brief futex wait from counting. A thread asleep in a
+//!      page fault or an address-space call (`mmap`, `mprotect`, ...) waits
+//!      for its own process's address-space lock and is not counted, and a
+//!      sample that finds some suspect runnable but starved of CPU does not
+//!      count for the others (a preempted lock holder); see [`judge`];
 //!    - *hog*: it has held for `block_timeout` (default 10 ms) and its thread
 //!      used at least half of that time on a CPU: a long computation. A
 //!      thread starved of CPU by the OS is not the task's fault, and moving
-//!      tasks off it would not find them a free CPU either.
+//!      tasks off it would not find them a free CPU either. The CPU time
+//!      is measured over at least one interval.
 //!
 //!    With the defaults (100 us interval) a kernel-blocked Processer is
 //!    caught about 0.5 ms after it blocked (`benches/blocking.rs`), and a
@@ -318,6 +323,9 @@ struct Dispatcher {
     /// Positions in the last sampled table of the Processers marked
     /// blocked.
     blocked: Vec<usize>,
+    /// The suspects of this sample and what was seen of each, judged once
+    /// all are seen (kept to reuse its allocation).
+    seen: Vec<(usize, Seen)>,
     /// Where the next balance slice starts.
     balance_from: usize,
     /// Tasks a poll of the reactor woke (kept to reuse its allocation).
@@ -331,6 +339,7 @@ impl Dispatcher {
             last_sample: Instant::now(),
             views: Vec::new(),
             blocked: Vec::new(),
+            seen: Vec::new(),
             balance_from: 0,
             woken: Vec::new(),
         }
@@ -438,6 +447,9 @@ impl Dispatcher {
         let mut any_running = false;
         let mut any_suspect = false;
         let mut watchers = 0usize;
+        // Some suspect is runnable but got next to no CPU since the previous
+        // sample.
+        let mut starved = false;
         self.align_views(procs, now);
         self.blocked.clear();
         for (i, (p, v)) in procs.iter().zip(self.views.iter_mut()).enumerate() {
@@ -465,8 +477,18 @@ impl Dispatcher {
             any_suspect = true;
             if p.blocked.load(Ordering::Relaxed) {
                 self.blocked.push(i);
-            } else if judge(&self.shared.config, p, v, now) {
-                p.blocked.store(true, Ordering::Relaxed);
+            } else {
+                let seen = observe(&self.shared.config, p, v, now);
+                starved |= seen.wait == Wait::Starved;
+                self.seen.push((i, seen));
+            }
+        }
+        // Judged only now that every suspect was seen: a suspect starved of
+        // CPU anywhere in the table keeps this sample from counting against
+        // the sleeping ones (see `judge`).
+        for (i, seen) in self.seen.drain(..) {
+            if judge(&self.shared.config, &mut self.views[i], seen, starved, now) {
+                procs[i].blocked.store(true, Ordering::Relaxed);
                 self.blocked.push(i);
                 self.shared
                     .dispatch
@@ -699,31 +721,101 @@ impl Dispatcher {
     }
 }
 
-/// Step 2 for one suspect: has the same task held the thread long enough,
-/// asleep in the kernel or burning CPU, to call the Processer blocked?
-fn judge(cfg: &super::config::Config, p: &ProcesserShared, v: &mut View, now: Instant) -> bool {
-    let held = now.saturating_duration_since(v.since);
+/// What a sample found a suspect's thread doing since the previous one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Wait {
+    /// Nothing new: the first sample of this suspect, or one sooner than an
+    /// interval after the last that counted (a peer's alert ended the nap
+    /// early), or no CPU clock.
+    Unjudged,
+    /// Asleep in the kernel (`S`/`D`) having used under `1 / CPU_FRACTION`
+    /// of the wall time: what the kernel rule counts.
+    Asleep,
+    /// Runnable (`R`) but given under `1 / CPU_FRACTION` of the wall time:
+    /// the OS preempted it.
+    Starved,
+    /// Used CPU; or asleep inside a call that changes the process's own
+    /// address space (see [`in_address_space_call`]); or its state could
+    /// not be read.
+    Other,
+}
+
+/// One sample of one suspect, taken by [`observe`] and judged by [`judge`].
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    /// The thread's CPU clock now, if it can be read.
+    cpu: Option<Duration>,
+    wait: Wait,
+}
+
+/// Step 2, first half, for one suspect: reads its thread's CPU clock and,
+/// when the clock barely moved, its state, and notes the clock in `v`.
+fn observe(cfg: &super::config::Config, p: &ProcesserShared, v: &mut View, now: Instant) -> Seen {
     let Some(cpu) = p.cpu_time() else {
-        // No CPU clock: the wall-clock rule alone.
-        return held >= cfg.block_timeout;
+        return Seen {
+            cpu: None,
+            wait: Wait::Unjudged,
+        };
     };
-    match v.last_cpu {
+    let wait = match v.last_cpu {
         // A sample sooner than one interval after the last one counted (a
         // peer's alert ended the nap early) says nothing new: the two
         // samples of the kernel rule stay at least an interval apart, so a
         // brief futex wait cannot pass for a block.
-        Some((t, _)) if now.saturating_duration_since(t) < cfg.dispatch_interval => {}
+        Some((t, _)) if now.saturating_duration_since(t) < cfg.dispatch_interval => Wait::Unjudged,
         Some((t, c)) => {
             let wall = now.saturating_duration_since(t);
-            let low = cpu.saturating_sub(c) < wall / CPU_FRACTION;
-            if low && p.sleeping_in_kernel() == Some(true) {
-                v.sleepy = v.sleepy.saturating_add(1);
-            } else {
-                v.sleepy = 0;
-            }
             v.last_cpu = Some((now, cpu));
+            if cpu.saturating_sub(c) >= wall / CPU_FRACTION {
+                Wait::Other
+            } else {
+                match p.sleeping_in_kernel() {
+                    Some(true) if in_address_space_call(p) => Wait::Other,
+                    Some(true) => Wait::Asleep,
+                    Some(false) => Wait::Starved,
+                    None => Wait::Other,
+                }
+            }
         }
-        None => v.last_cpu = Some((now, cpu)),
+        None => {
+            v.last_cpu = Some((now, cpu));
+            Wait::Unjudged
+        }
+    };
+    Seen {
+        cpu: Some(cpu),
+        wait,
+    }
+}
+
+/// Step 2, second half, for one suspect: has the same task held the thread
+/// long enough, asleep in the kernel or burning CPU, to call the Processer
+/// blocked? `starved`: some suspect of this sample was [`Wait::Starved`].
+///
+/// The kernel rule counts a sample only while no suspect is starved. A
+/// thread of the process that holds a lock (the allocator's arena lock, the
+/// address-space lock) and is preempted makes its waiters sleep for a time
+/// slice, and a cold start of thousands of tasks on two busy CPUs does
+/// exactly that (`tests/net_echo_cold.rs`): such a sample neither counts
+/// nor clears the count. Moving tasks to a Processer that gets no CPU would
+/// not run them sooner either (the hog rule's reasoning). A real block is
+/// caught at the first samples that find the other threads running.
+fn judge(
+    cfg: &super::config::Config,
+    v: &mut View,
+    seen: Seen,
+    starved: bool,
+    now: Instant,
+) -> bool {
+    let held = now.saturating_duration_since(v.since);
+    let Some(cpu) = seen.cpu else {
+        // No CPU clock: the wall-clock rule alone.
+        return held >= cfg.block_timeout;
+    };
+    match seen.wait {
+        Wait::Asleep if !starved => v.sleepy = v.sleepy.saturating_add(1),
+        Wait::Asleep | Wait::Unjudged => {}
+        Wait::Starved | Wait::Other => v.sleepy = 0,
     }
     let (t0, c0) = *v.first_cpu.get_or_insert((now, cpu));
     if cfg.kernel_block_detection
@@ -733,9 +825,68 @@ fn judge(cfg: &super::config::Config, p: &ProcesserShared, v: &mut View, now: In
         return true;
     }
     // A hog burns CPU; a thread that merely waits for a CPU (preempted) is
-    // neither blocked nor a hog.
-    let busy = cpu.saturating_sub(c0).saturating_mul(2) >= now.saturating_duration_since(t0);
+    // neither blocked nor a hog. The CPU time is measured over at least an
+    // interval: at the first sample of a suspect the window is empty, and
+    // an empty window proves nothing (a Dispatcher that was itself kept
+    // off the CPU for `block_timeout` once took every suspect for a hog).
+    let window = now.saturating_duration_since(t0);
+    let busy =
+        window >= cfg.dispatch_interval && cpu.saturating_sub(c0).saturating_mul(2) >= window;
     held >= cfg.block_timeout && busy
+}
+
+/// Whether `p`'s thread sits in a page fault, or in a system call that
+/// changes the process's own address space (`mmap`, `mprotect`, `munmap`,
+/// `mremap`, `madvise`, `brk`), read from `/proc/self/task/<tid>/syscall`.
+///
+/// Asleep there, it waits for the process's address-space lock, held by
+/// another thread of this process for a mapping change or a fault: a
+/// bounded critical section, not the outside world. A cold start maps
+/// thousands of stacks and grows the allocator's heaps while the tasks
+/// fault in fresh pages, and the waits stretch to a time slice when the
+/// holder is preempted: 0.3 to 2.5 ms seen in `do_mprotect_pkey` and
+/// `lock_mm_and_find_vma` (`tests/net_echo_cold.rs`), long enough for the
+/// kernel rule. Tasks moved elsewhere would take the same lock at their
+/// next allocation or fault. (A fault on a file mapping that reads the
+/// disk is not told apart: such a wait is not counted either.) About
+/// 10 us, read only for a suspect already found asleep with its CPU clock
+/// still.
+fn in_address_space_call(p: &ProcesserShared) -> bool {
+    use std::io::{Read, Write};
+    let Some(tid) = p.tid() else {
+        return false;
+    };
+    let mut path = [0u8; 64];
+    let mut rest = &mut path[..];
+    if write!(rest, "/proc/self/task/{tid}/syscall").is_err() {
+        return false;
+    }
+    let len = 64 - rest.len();
+    let Ok(path) = std::str::from_utf8(&path[..len]) else {
+        return false;
+    };
+    // "nr arg1 ... sp pc" while in a system call; "running"; or "-1 sp pc"
+    // asleep outside one: in a page fault.
+    let mut buf = [0u8; 32];
+    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut buf)) else {
+        return false;
+    };
+    let nr = buf[..n]
+        .split(|&b| b == b' ')
+        .next()
+        .and_then(|t| std::str::from_utf8(t).ok())
+        .and_then(|t| t.trim().parse::<libc::c_long>().ok());
+    matches!(
+        nr,
+        Some(
+            -1 | libc::SYS_mmap
+                | libc::SYS_mprotect
+                | libc::SYS_munmap
+                | libc::SYS_mremap
+                | libc::SYS_madvise
+                | libc::SYS_brk
+        )
+    )
 }
 
 /// Hands `tasks` out round-robin to `active`, least loaded first, and wakes

@@ -160,6 +160,11 @@ impl ProcesserShared {
         ))
     }
 
+    /// The thread's kernel id, once the thread has started.
+    pub(crate) fn tid(&self) -> Option<libc::pid_t> {
+        self.tid.get().copied()
+    }
+
     /// Whether the thread sleeps in the kernel right now (state `S` or `D`
     /// in `/proc`), as opposed to running or waiting for a CPU (`R`).
     /// `None` if it cannot be read.
