@@ -27,15 +27,16 @@
 //! | `poll` | one descriptor: waits through the IO manager (a zero timeout polls); several: the real `poll` |
 //! | `sleep`, `usleep`, `nanosleep`, `clock_nanosleep` (what `std::thread::sleep` calls) | the task sleeps on the scheduler's timers |
 //! | `close` | wakes the tasks waiting on the descriptor (their call fails with `EBADF`), unregisters it, then closes |
-//! | `fcntl(F_GETFL/F_SETFL)`, `ioctl(FIONBIO)` | record whether the program asked for non-blocking mode: such a descriptor keeps returning `EAGAIN` |
+//! | `fcntl(F_SETFL)`, `ioctl(FIONBIO)` | record whether the program asked for non-blocking mode: such a descriptor keeps returning `EAGAIN` |
 //! | `setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)` | recorded as the waits' timeouts (and passed on) |
 //! | `dup`, `dup2`, `dup3` | the new descriptor gets its own bookkeeping; the one `dup2`/`dup3` replace is closed as by `close` |
 //!
-//! A descriptor gofer waits on is switched to non-blocking mode at the OS
-//! level the first time a task uses it; `fcntl(F_GETFL)` still reports what
-//! the program set, and a plain thread calling the hooked functions on it
-//! still blocks (the wait is then `poll(2)`), so threads keep std's exact
-//! behaviour.
+//! gofer never changes a descriptor's flags: a task asks the kernel not to
+//! block call by call (`MSG_DONTWAIT` on sockets, `RWF_NOWAIT` on pipes;
+//! `accept` and `connect` set `O_NONBLOCK` for their one system call only),
+//! so plain threads, clones of the descriptor and other processes see
+//! exactly what they would without the hooks. Plain threads, stdio
+//! (descriptors 0 to 2) and a forked child always go straight to libc.
 //!
 //! # What is not hooked
 //!
@@ -49,8 +50,9 @@
 //!   to libc and block the thread while the disk works.
 //! - `select`, `epoll_wait`, `ppoll`, `pselect`: a loop of its own inside a
 //!   task blocks the thread.
-//! - A descriptor switched to non-blocking mode stays so in a child process
-//!   that inherits it.
+//! - stdio: a write to a full stdout pipe blocks the thread (std's stdio
+//!   locks belong to the thread, so a task must not park holding one).
+//! - Pipes on kernels without `RWF_NOWAIT` (before Linux 5.x).
 //!
 //! Whatever stays unhooked blocks its thread, and the Dispatcher moves the
 //! other tasks away: the hooks make blocking code cheap, the Dispatcher
