@@ -143,9 +143,16 @@ enum Stop {
 ///
 /// The descriptor's flags are never touched: the open file may be shared
 /// with plain threads and other processes, which must not see it change.
+///
+/// `data` says the call moves data (not an `accept`): on a descriptor that
+/// shares its open file with another number (`dup`, `try_clone`), whose
+/// program settings may have been made through that other number, the
+/// first `EAGAIN` of such a call asks the kernel for them (see
+/// [`shared_settings`]).
 fn io_loop(
     fd: c_int,
     interest: Interest,
+    data: bool,
     plain: impl FnOnce() -> ssize_t,
     mut nowait: impl FnMut(bool) -> ssize_t,
 ) -> ssize_t {
@@ -155,10 +162,11 @@ fn io_loop(
     };
     let socket = st & SOCKET != 0;
     let gen = fdctx::generation(st);
-    let deadline = ctx
+    let mut deadline = ctx
         .timeout(interest)
         .and_then(|t| Instant::now().checked_add(t));
     let mut reg: Option<Arc<Registration>> = None;
+    let mut asked = false;
     // Every call spends from the task's budget, which a wait refills, as
     // `gofer::net`'s do (`io/coop.rs`): a task whose descriptor never makes
     // it wait still lets the others on its thread run.
@@ -183,6 +191,15 @@ fn io_loop(
         // waiters are woken): never wait on the registration it had.
         if ctx.generation_now() != gen {
             return fail(Stop::Closed);
+        }
+        if data && !asked && ctx.is_shared() {
+            asked = true;
+            match shared_settings(fd, interest, socket) {
+                Shared::NonBlocking => return fail(Stop::Os(libc::EAGAIN)),
+                Shared::Timeout(t) => {
+                    deadline = t.and_then(|t| Instant::now().checked_add(t));
+                }
+            }
         }
         if reg.is_none() {
             match guarded(|| ctx.registration(fd, gen)) {
@@ -214,6 +231,56 @@ fn io_loop(
             });
         }
     }
+}
+
+/// What the kernel holds for a shared open file: see [`shared_settings`].
+enum Shared {
+    /// The program made it non-blocking (through another number).
+    NonBlocking,
+    /// The timeout of `interest`'s direction (`None`: none).
+    Timeout(Option<Duration>),
+}
+
+/// The program's settings of `fd`'s open file, from the kernel: its
+/// `O_NONBLOCK` (gofer never leaves the flag set on a descriptor a data
+/// call uses, so it is the program's) and, on a socket, its
+/// `SO_RCVTIMEO`/`SO_SNDTIMEO`. Per-number bookkeeping cannot see a
+/// setting made through another number of the same open file (a clone),
+/// so a shared descriptor pays these two system calls before it waits.
+fn shared_settings(fd: c_int, interest: Interest, socket: bool) -> Shared {
+    // SAFETY: F_GETFL takes no argument.
+    let fl = unsafe { real::fcntl(fd, libc::F_GETFL, 0) };
+    if fl >= 0 && fl & libc::O_NONBLOCK != 0 {
+        return Shared::NonBlocking;
+    }
+    if !socket {
+        return Shared::Timeout(None);
+    }
+    let name = match interest {
+        Interest::Read => libc::SO_RCVTIMEO,
+        Interest::Write => libc::SO_SNDTIMEO,
+    };
+    let mut tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    let mut len = std::mem::size_of::<libc::timeval>() as socklen_t;
+    // SAFETY: a timeval-sized option into a live timeval of that length.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            (&mut tv as *mut libc::timeval).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Shared::Timeout(None);
+    }
+    let d = Duration::from_secs(tv.tv_sec.max(0) as u64)
+        + Duration::from_micros(tv.tv_usec.max(0) as u64);
+    Shared::Timeout((!d.is_zero()).then_some(d))
 }
 
 /// `preadv2(fd, iov, cnt, -1, RWF_NOWAIT)`: a read at the current position
@@ -310,6 +377,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
     io_loop(
         fd,
         Interest::Read,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::read(fd, buf, n) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -332,6 +400,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
     io_loop(
         fd,
         Interest::Read,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::readv(fd, iov, cnt) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -358,6 +427,7 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
     io_loop(
         fd,
         Interest::Read,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::recv(fd, buf, n, flags) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -385,6 +455,7 @@ pub unsafe extern "C" fn recvfrom(
     io_loop(
         fd,
         Interest::Read,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::recvfrom(fd, buf, n, flags, a, al) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -405,6 +476,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     io_loop(
         fd,
         Interest::Read,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::recvmsg(fd, msg, flags) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -427,6 +499,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
     io_loop(
         fd,
         Interest::Write,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::write(fd, buf, n) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -449,6 +522,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
     io_loop(
         fd,
         Interest::Write,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::writev(fd, iov, cnt) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -475,6 +549,7 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
     io_loop(
         fd,
         Interest::Write,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::send(fd, buf, n, flags) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -502,6 +577,7 @@ pub unsafe extern "C" fn sendto(
     io_loop(
         fd,
         Interest::Write,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::sendto(fd, buf, n, flags, a, al) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -522,6 +598,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     io_loop(
         fd,
         Interest::Write,
+        true,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::sendmsg(fd, msg, flags) },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -541,6 +618,7 @@ pub unsafe extern "C" fn accept(fd: c_int, a: *mut sockaddr, al: *mut socklen_t)
     io_loop(
         fd,
         Interest::Read,
+        false,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::accept(fd, a, al) as ssize_t },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -562,6 +640,7 @@ pub unsafe extern "C" fn accept4(
     io_loop(
         fd,
         Interest::Read,
+        false,
         // SAFETY: forwarded with the caller's arguments.
         || unsafe { real::accept4(fd, a, al, flags) as ssize_t },
         // SAFETY: the same call, asked not to block, with the caller's arguments.
@@ -921,6 +1000,7 @@ fn copy_ctx(from: c_int, to: c_int) {
     }
     if let (Some(a), Some(b)) = (fdctx::get(from), fdctx::get(to)) {
         a.state(from);
+        a.mark_shared();
         a.copy_to(b);
     }
 }

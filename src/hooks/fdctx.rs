@@ -11,6 +11,7 @@
 //!
 //! ```text
 //!   bits 63..32   generation: +1 at every close (or dup2 over it)
+//!   bit  6        SHARED        another number names the same open file
 //!   bit  5        CLOSING       being closed: callers wait until it is
 //!   bit  4        SOCKET        it is a socket (connect, SO_*TIMEO apply)
 //!   bit  3        USER_NONBLOCK the program set O_NONBLOCK: return EAGAIN
@@ -57,6 +58,10 @@ pub(crate) const USER_NONBLOCK: u64 = 8;
 pub(crate) const SOCKET: u64 = 16;
 /// Being closed: nothing learned about the descriptor is remembered.
 const CLOSING: u64 = 32;
+/// Another number names the same open file (a `dup` either way): settings
+/// the program makes through it are not seen here, so a wait asks the
+/// kernel for them.
+const SHARED: u64 = 64;
 const FLAGS: u64 = 0xffff_ffff;
 const GEN_ONE: u64 = 1 << 32;
 
@@ -223,6 +228,17 @@ impl FdCtx {
         } else {
             self.state.fetch_and(!bit, Ordering::AcqRel);
         }
+    }
+
+    /// Marks the descriptor as sharing its open file with another number.
+    pub(crate) fn mark_shared(&self) {
+        self.state.fetch_or(SHARED, Ordering::AcqRel);
+    }
+
+    /// Whether another number shares the descriptor's open file (a `dup`
+    /// was made of it, or it is one).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.state.load(Ordering::Acquire) & SHARED != 0
     }
 
     /// The timeout of waits in `interest`'s direction.
