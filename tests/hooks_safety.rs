@@ -183,6 +183,23 @@ fn check_lines(out: &[u8], test: &str) {
     }
 }
 
+/// Runs the printing child `test` with nobody reading its output for the
+/// first 300 ms (its pipes fill), and checks that it finished and
+/// succeeded.
+fn run_printer(test: &str) -> std::process::Output {
+    let out = common::run_child_watched_late(
+        test,
+        test,
+        &[],
+        common::IN_CHILD_LIMIT,
+        Duration::from_millis(300),
+    )
+    .expect("the child hung");
+    assert!(out.status.success(), "{}", common::describe(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("CHILD-OK {test}")));
+    out
+}
+
 #[test]
 fn printing_from_tasks_to_a_full_stdout_pipe_loses_nothing() {
     const TEST: &str = "printing_from_tasks_to_a_full_stdout_pipe_loses_nothing";
@@ -205,17 +222,8 @@ fn printing_from_tasks_to_a_full_stdout_pipe_loses_nothing() {
         println!("CHILD-OK {TEST}");
         return;
     }
-    let out = common::run_child_watched_late(
-        TEST,
-        TEST,
-        &[],
-        common::IN_CHILD_LIMIT,
-        Duration::from_millis(300),
-    )
-    .expect("the child hung");
-    assert!(out.status.success(), "{}", common::describe(&out));
+    let out = run_printer(TEST);
     check_lines(&out.stdout, TEST);
-    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("CHILD-OK {TEST}")));
 }
 
 #[test]
@@ -242,17 +250,8 @@ fn printing_and_panicking_tasks_on_a_full_stderr_pipe_do_not_abort() {
         println!("CHILD-OK {TEST}");
         return;
     }
-    let out = common::run_child_watched_late(
-        TEST,
-        TEST,
-        &[],
-        common::IN_CHILD_LIMIT,
-        Duration::from_millis(300),
-    )
-    .expect("the child hung");
-    assert!(out.status.success(), "{}", common::describe(&out));
+    let out = run_printer(TEST);
     check_lines(&out.stderr, TEST);
-    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("CHILD-OK {TEST}")));
 }
 
 #[test]
