@@ -338,3 +338,97 @@ fn pinned_tasks_are_never_moved_off_a_blocked_processer() {
     }
     sched.shutdown();
 }
+
+/// A started task woken while the Processer it is bound to is blocked in
+/// the kernel, with `migrate` off (the default) or on.
+fn woken_behind_a_blocked_processer(migrate: bool) -> (ThreadId, ThreadId, bool) {
+    let b = Scheduler::builder()
+        .min_threads(2)
+        .max_threads(2)
+        .name(if migrate { "bound-off" } else { "bound-on" });
+    let b = if migrate {
+        // SAFETY: the tasks read thread-local state only through
+        // `common::thread_id`, an `#[inline(never)]` accessor.
+        unsafe { b.migrate_started_tasks(true) }
+    } else {
+        b
+    };
+    let s = b.build().expect("valid scheduler config");
+    let (tx, rx) = mpsc::channel();
+    let released = Arc::new(AtomicBool::new(false));
+    let r2 = released.clone();
+    let sleeper = s.spawn(move || {
+        tx.send((gofer::current(), common::thread_id())).unwrap();
+        gofer::park();
+        // Whether its Processer had been let go when it ran again.
+        (common::thread_id(), r2.load(Ordering::SeqCst))
+    });
+    let (task, home) = rx.recv_timeout(common::PATIENCE).expect("the sleeper ran");
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (on_tx, on_rx) = mpsc::channel();
+    // Which Processer the sleeper is on: ask each with a pinned task.
+    let idx = (0..2)
+        .find(|&i| {
+            let (ttx, trx) = mpsc::channel();
+            Builder::new()
+                .pin(i)
+                .scheduler(&s)
+                .spawn(move || ttx.send(common::thread_id()).unwrap())
+                .unwrap()
+                .join()
+                .unwrap();
+            trx.recv().unwrap() == home
+        })
+        .expect("the sleeper's Processer");
+    // Block the sleeper's thread in the kernel: a task pinned there.
+    let blocker = Builder::new()
+        .pin(idx)
+        .scheduler(&s)
+        .spawn(move || {
+            on_tx.send(()).unwrap();
+            let _ = go_rx.recv(); // blocks the thread in the kernel
+        })
+        .unwrap();
+    on_rx.recv_timeout(common::PATIENCE).unwrap();
+    common::wait_until("the Dispatcher to mark the Processer blocked", || {
+        s.stats().processers.iter().any(|p| p.blocked)
+    });
+    task.unpark();
+    if migrate {
+        // Rescued: it runs elsewhere while its Processer is still blocked.
+        let (ran_on, was_released) = sleeper.join().unwrap();
+        released.store(true, Ordering::SeqCst);
+        go_tx.send(()).unwrap();
+        blocker.join().unwrap();
+        s.shutdown();
+        (home, ran_on, was_released)
+    } else {
+        // It waits for its Processer: queued there, not run.
+        common::wait_until("the woken task to queue on its Processer", || {
+            s.stats()
+                .processers
+                .iter()
+                .any(|p| p.blocked && p.queued >= 1)
+        });
+        released.store(true, Ordering::SeqCst);
+        go_tx.send(()).unwrap();
+        let (ran_on, was_released) = sleeper.join().unwrap();
+        blocker.join().unwrap();
+        s.shutdown();
+        (home, ran_on, was_released)
+    }
+}
+
+#[test]
+fn a_started_task_woken_behind_a_blocked_processer_waits_for_it() {
+    let (home, ran_on, was_released) = woken_behind_a_blocked_processer(false);
+    assert_eq!(home, ran_on, "a started task moved");
+    assert!(was_released, "it ran before its Processer was let go");
+}
+
+#[test]
+fn a_migratable_started_task_woken_behind_a_blocked_processer_is_rescued() {
+    let (home, ran_on, was_released) = woken_behind_a_blocked_processer(true);
+    assert_ne!(home, ran_on, "the task was not rescued");
+    assert!(!was_released, "it ran only after its Processer was let go");
+}

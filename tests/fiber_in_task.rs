@@ -103,26 +103,31 @@ fn a_task_parked_inside_a_fiber_can_resume_on_another_thread() {
     let go = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let (g, d) = (go.clone(), done.clone());
-    let host = s.spawn(move || {
-        let mut f = Fiber::new(move |y: &Yielder<(), String>, ()| {
-            let before = thread_name();
-            tx.send((gofer::current(), before.clone()))
-                .expect("the test waits");
-            while !g.load(Ordering::SeqCst) {
-                gofer::park();
-            }
-            let after = thread_name();
-            // The fiber's own switch still goes back to the task's code.
-            y.suspend(after.clone());
-            format!("{before}->{after}")
-        });
-        let after = f.resume(()).into_yield().expect("suspended");
-        // Task code right after the fiber's suspend: on the new thread.
-        assert_eq!(thread_name(), after);
-        let path = f.resume(()).into_return().expect("returned");
-        d.store(true, Ordering::SeqCst);
-        path
-    });
+    // SAFETY: the host reads thread-local state only through
+    // `thread_name`, an `#[inline(never)]` accessor that never switches.
+    let host = unsafe { Builder::new().migratable() }
+        .scheduler(&s)
+        .spawn(move || {
+            let mut f = Fiber::new(move |y: &Yielder<(), String>, ()| {
+                let before = thread_name();
+                tx.send((gofer::current(), before.clone()))
+                    .expect("the test waits");
+                while !g.load(Ordering::SeqCst) {
+                    gofer::park();
+                }
+                let after = thread_name();
+                // The fiber's own switch still goes back to the task's code.
+                y.suspend(after.clone());
+                format!("{before}->{after}")
+            });
+            let after = f.resume(()).into_yield().expect("suspended");
+            // Task code right after the fiber's suspend: on the new thread.
+            assert_eq!(thread_name(), after);
+            let path = f.resume(()).into_return().expect("returned");
+            d.store(true, Ordering::SeqCst);
+            path
+        })
+        .expect("spawned");
     let (task, before) = rx.recv_timeout(PATIENCE).expect("the fiber parked");
     let k: usize = before
         .rsplit('-')

@@ -65,13 +65,33 @@ fn tasks_spawned_on_a_busy_processer_are_stolen_by_an_idle_one() {
 }
 
 #[test]
-fn tasks_woken_from_outside_towards_a_busy_processer_are_taken_by_an_idle_one() {
-    let s = Scheduler::builder()
+fn migratable_tasks_woken_from_outside_towards_a_busy_processer_are_taken_by_an_idle_one() {
+    woken_towards_a_busy_processer(true);
+}
+
+#[test]
+fn started_tasks_woken_from_outside_towards_a_busy_processer_wait_for_it() {
+    woken_towards_a_busy_processer(false);
+}
+
+/// Tasks that parked on Processer 0 are woken from a plain thread while
+/// Processer 0 is busy and 1 idle. Migratable tasks are taken by the idle
+/// Processer; by default a started task stays where it first ran, so they
+/// wait (queued on 0, with 1 asleep) and then run on 0.
+fn woken_towards_a_busy_processer(migrate: bool) {
+    let b = Scheduler::builder()
         .min_threads(2)
         .max_threads(2)
-        .name("stealnew")
-        .build()
-        .expect("valid scheduler config");
+        .name("stealnew");
+    let b = if migrate {
+        // SAFETY: the tasks touch no thread-local across a switch: their
+        // only thread-local reads (`thread_id`) go through an
+        // `#[inline(never)]` accessor, before and after `park`.
+        unsafe { b.migrate_started_tasks(true) }
+    } else {
+        b
+    };
+    let s = b.build().expect("valid scheduler config");
     const N: usize = 50;
     let p1_busy = Arc::new(AtomicBool::new(true));
     let p0_busy = Arc::new(AtomicBool::new(true));
@@ -133,7 +153,7 @@ fn tasks_woken_from_outside_towards_a_busy_processer_are_taken_by_an_idle_one() 
         .spawn(move || {
             t0.send(Msg::Started(thread_id())).expect("receiver alive");
             let start = Instant::now();
-            while w.load(Ordering::Acquire) < N && b0.load(Ordering::Acquire) {
+            while (!migrate || w.load(Ordering::Acquire) < N) && b0.load(Ordering::Acquire) {
                 assert!(
                     start.elapsed() < PATIENCE,
                     "the woken tasks were not stolen"
@@ -154,9 +174,25 @@ fn tasks_woken_from_outside_towards_a_busy_processer_are_taken_by_an_idle_one() 
     for t in &parked {
         t.unpark();
     }
+    if !migrate {
+        // Every woken task waits on Processer 0 while 1 sleeps idle.
+        common::wait_until("the woken tasks to queue on the busy Processer", || {
+            let st = s.stats();
+            let busy = st.processers.iter().find(|p| p.running);
+            let idle = st.processers.iter().find(|p| !p.running);
+            busy.is_some_and(|p| p.queued == N) && idle.is_some_and(|p| p.sleeping)
+        });
+        assert_eq!(
+            woken.load(Ordering::Acquire),
+            0,
+            "a woken task ran elsewhere"
+        );
+        p0_busy.store(false, Ordering::Release);
+    }
     for h in sleepers {
         let t = h.join().expect("sleeper returned");
-        assert_eq!(t, p1, "a woken task ran on the busy Processer");
+        let home = if migrate { p1 } else { p0 };
+        assert_eq!(t, home, "a woken task ran on the wrong Processer");
     }
     assert_ne!(p0, p1);
     p0_busy.store(false, Ordering::Release);

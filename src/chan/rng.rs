@@ -2,8 +2,10 @@
 //!
 //! Not cryptographic, not shared: a `Cell` in a thread-local, seeded from
 //! the clock and the thread's stack address. A task may move between
-//! threads, but each call reads and updates the generator of the thread it
-//! runs on at that moment, within one non-switching call, so that is fine.
+//! threads, so each call reads and updates the generator of the thread it
+//! runs on at that moment, within one non-switching call that is never
+//! inlined: inlined into `select`'s loop, the thread-local's address could
+//! be computed once and used after a switch, on another thread.
 
 use std::cell::Cell;
 
@@ -22,6 +24,7 @@ fn seed() -> u64 {
 }
 
 /// A pseudo-random number in `0..n` (`n > 0`).
+#[inline(never)]
 pub(crate) fn below(n: usize) -> usize {
     STATE.with(|s| {
         let mut x = s.get();

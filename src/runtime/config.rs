@@ -52,6 +52,13 @@ pub(crate) struct Config {
     pub(crate) kernel_block_detection: bool,
     pub(crate) dense_stacks: bool,
     pub(crate) stack_cache: usize,
+    /// Started tasks may move between Processers (the user vouched for
+    /// their code: see [`SchedulerBuilder::migrate_started_tasks`]).
+    pub(crate) migrate_started_tasks: bool,
+    /// Chaos mode (`GOFER_CHAOS_MIGRATE=1` at build): every switch-out of
+    /// an unpinned task files it on another Processer, so that tests run
+    /// the runtime's own code across every migration it can make.
+    pub(crate) chaos: bool,
 }
 
 /// Configures and starts a [`Scheduler`](crate::Scheduler).
@@ -80,6 +87,7 @@ pub struct SchedulerBuilder {
     kernel_block_detection: bool,
     dense_stacks: bool,
     stack_cache: usize,
+    migrate_started_tasks: bool,
 }
 
 impl Default for SchedulerBuilder {
@@ -95,6 +103,7 @@ impl Default for SchedulerBuilder {
             kernel_block_detection: true,
             dense_stacks: false,
             stack_cache: stacks::DEFAULT_STACK_CACHE,
+            migrate_started_tasks: false,
         }
     }
 }
@@ -201,6 +210,50 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Lets every task of this scheduler move to another Processer after it
+    /// has started (off by default; [`Builder::migratable`](crate::Builder::migratable)
+    /// does it for one task).
+    ///
+    /// By default a task runs on the Processer where it first ran, from its
+    /// first switch to its end: stealing and the Dispatcher's rescue move
+    /// only tasks that have not started, and a started task woken while its
+    /// Processer is blocked waits for that Processer. Moving started tasks
+    /// lets an idle Processer take over woken tasks and the Dispatcher
+    /// rescue them from a blocked thread, which helps a skewed load and
+    /// code that blocks its thread.
+    ///
+    /// # Safety
+    ///
+    /// A task that moves resumes on another OS thread after a switch point.
+    /// The compiler assumes a function runs on one thread: it may compute a
+    /// thread-local's address once and use it on both sides of a call that
+    /// switches, and after a move that address is the old thread's (a data
+    /// race, or a write into freed memory if that thread exited). So every
+    /// task of this scheduler must be such that **no function touches a
+    /// thread-local (`thread_local!`, `#[thread_local]`, `errno`, a C
+    /// library's thread-local state) both before and after a switch point**,
+    /// counting the code inlined into it: its own callees, generic code
+    /// instantiated for it, and anything cross-crate inlining or LTO brings
+    /// in. Holding a reference into a thread-local, or a value tied to its
+    /// thread (a `MutexGuard` of `std::sync`, an `Rc` shared with the
+    /// thread), across a switch point is excluded too.
+    ///
+    /// The switch points are every call that can park or yield the task:
+    /// `gofer::yield_now`, `park`, `sleep`, `JoinHandle::join`,
+    /// `block_on_future`, every blocking operation of `gofer::sync`,
+    /// `gofer::chan` and `gofer::net` (reads, writes, accept, connect, and
+    /// any socket call, which may yield to spend its IO budget), a fiber's
+    /// or generator's `resume`/`suspend` when they switch the task, and,
+    /// with the `hooks` feature, every hooked libc call (`read`, `write`,
+    /// `recv`, `send`, `accept`, `connect`, `poll`, the sleeps, ...) made on a
+    /// socket or pipe. Thread-local accesses through functions that the
+    /// compiler cannot inline into the caller (`#[inline(never)]`
+    /// accessors that never switch themselves) are fine.
+    pub unsafe fn migrate_started_tasks(mut self, on: bool) -> Self {
+        self.migrate_started_tasks = on;
+        self
+    }
+
     pub(crate) fn validate(self) -> Result<Config, ConfigError> {
         for (setting, requested) in [
             ("min_threads", self.min_threads),
@@ -272,6 +325,8 @@ impl SchedulerBuilder {
             kernel_block_detection: self.kernel_block_detection,
             dense_stacks: self.dense_stacks,
             stack_cache: self.stack_cache,
+            migrate_started_tasks: self.migrate_started_tasks,
+            chaos: std::env::var_os("GOFER_CHAOS_MIGRATE").is_some_and(|v| v == "1"),
         })
     }
 }

@@ -922,9 +922,16 @@ fn is_active(p: &ProcesserShared) -> bool {
 }
 
 /// Takes every task from `p`'s next-task slot, new and runnable queues
-/// (pinned queues are not touched).
+/// (pinned queues are not touched). A pinned task found in the slot (one
+/// bound to `p`, say) goes to `p`'s own pinned queue: it waits for `p`.
 fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) {
-    out.extend(p.take_runnext());
+    if let Some(t) = p.take_runnext() {
+        if t.header().pin().is_some() {
+            p.pinned.push(t);
+        } else {
+            out.push(t);
+        }
+    }
     loop {
         match p.new.steal() {
             Steal::Success(t) => out.push(t),

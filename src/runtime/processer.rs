@@ -145,9 +145,10 @@ pub(crate) struct ProcLocal {
     /// When the Processer last had work (for Extra retirement).
     pub(crate) idle_since: Cell<Option<Instant>>,
     /// Tasks pinned here because they switched out in the middle of an
-    /// unwind (see `pin_while_unwinding`): an extra Processer does not
-    /// retire while there are any.
+    /// unwind (see `pin_while_unwinding`).
     pub(crate) unwind_pinned: Cell<usize>,
+    /// Live tasks bound here at their first run (see `run_task`).
+    pub(crate) bound: Cell<usize>,
 }
 
 impl ProcLocal {
@@ -184,6 +185,7 @@ impl ProcLocal {
             woken: RefCell::new(Vec::new()),
             idle_since: Cell::new(None),
             unwind_pinned: Cell::new(0),
+            bound: Cell::new(0),
         }
     }
 
@@ -192,10 +194,15 @@ impl ProcLocal {
         self.push_local(t, Push::Quiet);
     }
 
-    /// Queues a task on this Processer (see [`Push`]).
+    /// Queues a task on this Processer (see [`Push`]). A task pinned here
+    /// (bound at its first run, pinned by the user, or held for an unwind)
+    /// may take the next-task slot, which thieves never touch and the
+    /// Dispatcher hands back (`dispatcher::steal_all`), but otherwise goes
+    /// to the local pinned queue, never to the stealable runnable queue.
     pub(crate) fn push_local(&self, t: Runnable, how: Push) {
-        if t.header().pin().is_some() {
-            self.pinned_local.borrow_mut().push_back(t);
+        if self.sched.config.chaos && t.header().pin().is_none() {
+            // Chaos mode: every switch-out moves the task.
+            self.sched.push_elsewhere(t, self.p.index);
             return;
         }
         let t = match how {
@@ -205,6 +212,10 @@ impl ProcLocal {
             },
             Push::Queued | Push::Quiet => t,
         };
+        if t.header().pin().is_some() {
+            self.pinned_local.borrow_mut().push_back(t);
+            return;
+        }
         self.runnable.push(t);
         if how != Push::Quiet {
             self.sched.wake_idle_for_local_work();
@@ -479,6 +490,7 @@ impl ProcLocal {
             t.header().home.store(self.p.index, Ordering::Relaxed);
         }
         let mut slot: EntrySlot = None;
+        let mut first_run = false;
         let ctx = match t.run().ctx.take() {
             Some(ctx) => ctx,
             None => match self.alloc_stack(t.header().stack_size) {
@@ -491,6 +503,7 @@ impl ProcLocal {
                             run: task::run_root,
                             arg: header as usize,
                         });
+                        first_run = true;
                     }
                     ctx
                 }
@@ -504,6 +517,12 @@ impl ProcLocal {
                 }
             },
         };
+        if first_run && t.header().user_pin.is_none() && !self.may_move(t.header()) {
+            // Bound: from its first switch on, the task may hold addresses
+            // of this thread's thread-locals (see `may_move`).
+            t.header().set_runtime_pin(Some(self.p.index));
+            self.bound.set(self.bound.get() + 1);
+        }
         let n = self.switches.get() + 1;
         self.switches.set(n);
         self.p.switches.store(n, Ordering::Relaxed);
@@ -542,9 +561,40 @@ impl ProcLocal {
             Suspend::Done => {
                 // The finished context is never resumed: forget it.
                 let _ = ctx;
+                self.release_pin(t.header());
                 self.finish(t);
             }
         }
+    }
+
+    /// Whether a started task may move to another Processer: the user
+    /// vouched for it (`Builder::migratable`,
+    /// `SchedulerBuilder::migrate_started_tasks`), or chaos mode. Otherwise
+    /// a task is bound at its first run to the Processer that runs it, and
+    /// stays there to its end: the compiler may keep a thread-local's
+    /// address across a switch in any function, and after a move that
+    /// address would be another thread's.
+    fn may_move(&self, h: &TaskHeader) -> bool {
+        h.migratable || self.sched.config.migrate_started_tasks || self.sched.config.chaos
+    }
+
+    /// A task finished: the pin the runtime gave it (bound here, or held
+    /// for an unwind) is over.
+    fn release_pin(&self, h: &TaskHeader) {
+        if h.user_pin.is_some() || h.pin().is_none() {
+            return;
+        }
+        if self.may_move(h) {
+            self.unwind_pinned.set(self.unwind_pinned.get() - 1);
+        } else {
+            self.bound.set(self.bound.get() - 1);
+        }
+    }
+
+    /// Whether tasks must come back to this Processer (bound here, or held
+    /// for an unwind): an extra Processer does not retire while they do.
+    pub(crate) fn holds_tasks(&self) -> bool {
+        self.unwind_pinned.get() != 0 || self.bound.get() != 0
     }
 
     /// Keeps a task that switched out in the middle of an unwind on this
@@ -586,14 +636,15 @@ impl ProcLocal {
     #[cold]
     #[inline(never)]
     fn repin_for_unwind(&self, h: &TaskHeader, unwinding: bool) {
-        if unwinding == h.pin().is_some() || h.user_pin.is_some() {
+        // A bound task stays here anyway, and a user pin is the user's.
+        if unwinding == h.pin().is_some() || h.user_pin.is_some() || !self.may_move(h) {
             return;
         }
         if unwinding {
-            h.set_unwind_pin(Some(self.p.index));
+            h.set_runtime_pin(Some(self.p.index));
             self.unwind_pinned.set(self.unwind_pinned.get() + 1);
         } else {
-            h.set_unwind_pin(None);
+            h.set_runtime_pin(None);
             self.unwind_pinned.set(self.unwind_pinned.get() - 1);
         }
     }

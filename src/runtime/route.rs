@@ -49,6 +49,32 @@ impl Shared {
         }
     }
 
+    /// Chaos mode: queues an unpinned task on a usable Processer other than
+    /// `not` (round-robin), and wakes it; on `not` itself if there is no
+    /// other.
+    pub(crate) fn push_elsewhere(&self, r: Runnable, not: usize) {
+        let procs = self.processers_snapshot();
+        let n = procs.len();
+        let start = self.rr.fetch_add(1, Ordering::Relaxed);
+        let target = (0..n).map(|k| &procs[(start + k) % n]).find(|p| {
+            p.index != not
+                && p.kind != Kind::Caller
+                && !p.retired.load(Ordering::Relaxed)
+                && !p.blocked.load(Ordering::Relaxed)
+        });
+        let target = target
+            .or_else(|| procs.iter().find(|p| p.index == not))
+            .cloned();
+        match target {
+            Some(p) => {
+                if self.push_to(&p, r) {
+                    self.wake_proc(&p);
+                }
+            }
+            None => self.push_remote(r),
+        }
+    }
+
     /// Pushes a task into `target`'s new (or pinned) queue. If `target`
     /// retired meanwhile, re-routes whatever is left there and returns false.
     pub(crate) fn push_to(&self, target: &ProcesserShared, r: Runnable) -> bool {

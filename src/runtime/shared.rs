@@ -418,7 +418,7 @@ impl Shared {
         if self.detached.load(Ordering::SeqCst) && self.alive.load(Ordering::SeqCst) == 0 {
             return true;
         }
-        if local.p.kind == Kind::Extra && local.unwind_pinned.get() == 0 {
+        if local.p.kind == Kind::Extra && !local.holds_tasks() {
             if let Some(since) = local.idle_since.get() {
                 return since.elapsed() >= self.config.idle_thread_timeout;
             }
@@ -429,7 +429,7 @@ impl Shared {
     /// How long an extra Processer may sleep before it retires.
     pub(crate) fn retire_timeout(&self, local: &ProcLocal) -> Option<Duration> {
         match (local.p.kind, local.idle_since.get()) {
-            (Kind::Extra, Some(since)) if local.unwind_pinned.get() == 0 => Some(
+            (Kind::Extra, Some(since)) if !local.holds_tasks() => Some(
                 self.config
                     .idle_thread_timeout
                     .saturating_sub(since.elapsed())

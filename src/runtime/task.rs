@@ -193,6 +193,10 @@ pub(crate) struct TaskHeader {
     /// The pin the user asked for (`Builder::pin`, a `block_on` root's
     /// caller), which never changes.
     pub(crate) user_pin: Option<usize>,
+    /// The user vouched that the task may move after it started
+    /// (`Builder::migratable`); otherwise it is bound at its first run to
+    /// the Processer that runs it (`ProcLocal::run_task`).
+    pub(crate) migratable: bool,
     /// The scheduler the task belongs to.
     pub(crate) shared: Arc<Shared>,
     /// The park state machine (see `park_state.rs`).
@@ -229,6 +233,7 @@ impl TaskHeader {
         name: Option<Box<str>>,
         stack_size: usize,
         pin: Option<usize>,
+        migratable: bool,
         vtable: &'static TaskVTable,
     ) -> TaskHeader {
         TaskHeader {
@@ -240,6 +245,7 @@ impl TaskHeader {
             stack_size,
             pin: AtomicUsize::new(pin.unwrap_or(NO_PIN)),
             user_pin: pin,
+            migratable,
             shared,
             park: ParkState::new(),
             home: AtomicUsize::new(NO_HOME),
@@ -259,10 +265,11 @@ impl TaskHeader {
         (p != NO_PIN).then_some(p)
     }
 
-    /// Sets (`Some`) or ends (`None`) a pin to the Processer holding the
-    /// task's unwind; only the holder of the task's [`Runnable`] calls it,
-    /// and only for a task the user did not pin.
-    pub(crate) fn set_unwind_pin(&self, to: Option<usize>) {
+    /// Sets (`Some`) or ends (`None`) a pin the runtime chose: to the
+    /// Processer that first ran the task, or to the one holding its unwind.
+    /// Only the holder of the task's [`Runnable`] calls it, and only for a
+    /// task the user did not pin.
+    pub(crate) fn set_runtime_pin(&self, to: Option<usize>) {
         debug_assert!(self.user_pin.is_none());
         self.pin.store(to.unwrap_or(NO_PIN), Ordering::Relaxed);
     }

@@ -25,6 +25,7 @@ pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
     pin: Option<usize>,
+    migratable: bool,
     scheduler: Option<Scheduler>,
 }
 
@@ -58,6 +59,23 @@ impl Builder {
         self
     }
 
+    /// Lets this task move to another Processer after it has started, as
+    /// [`SchedulerBuilder::migrate_started_tasks`](crate::SchedulerBuilder::migrate_started_tasks)
+    /// does for a whole scheduler. By default a task stays on the Processer
+    /// where it first ran.
+    ///
+    /// # Safety
+    ///
+    /// The task's code must keep the rule stated at
+    /// [`SchedulerBuilder::migrate_started_tasks`](crate::SchedulerBuilder::migrate_started_tasks):
+    /// no function touches a thread-local both before and after a switch
+    /// point (inlined code included), and no reference into a thread-local
+    /// or thread-bound value is held across one.
+    pub unsafe fn migratable(mut self) -> Builder {
+        self.migratable = true;
+        self
+    }
+
     /// The scheduler to spawn on.
     pub fn scheduler(mut self, sched: &Scheduler) -> Builder {
         self.scheduler = Some(sched.clone());
@@ -78,7 +96,14 @@ impl Builder {
             Some(s) => s.shared().clone(),
             None => current_or_default_shared()?,
         };
-        spawn_on(&shared, self.name, self.stack_size, self.pin, f)
+        spawn_on(
+            &shared,
+            self.name,
+            self.stack_size,
+            self.pin,
+            self.migratable,
+            f,
+        )
     }
 }
 

@@ -386,12 +386,20 @@ pub(crate) fn new_task<F, T>(
     name: Option<Box<str>>,
     stack_size: usize,
     pin: Option<usize>,
+    migratable: bool,
 ) -> (Runnable, JoinHandle<T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let header = TaskHeader::new(shared, name, stack_size, pin, &TaskCell::<F, T>::VTABLE);
+    let header = TaskHeader::new(
+        shared,
+        name,
+        stack_size,
+        pin,
+        migratable,
+        &TaskCell::<F, T>::VTABLE,
+    );
     let cell = Box::new(TaskCell {
         head: JoinCell {
             header,

@@ -21,6 +21,7 @@ pub(crate) fn spawn_on<F, T>(
     name: Option<String>,
     stack_size: Option<usize>,
     pin: Option<usize>,
+    migratable: bool,
     f: F,
 ) -> Result<JoinHandle<T>, SpawnError>
 where
@@ -35,7 +36,7 @@ where
         pin,
         &mut |shared, name, stack_size, pin| {
             let f = f.take().expect("a task is made once");
-            let (r, h) = join::new_task(f, shared, name, stack_size, pin);
+            let (r, h) = join::new_task(f, shared, name, stack_size, pin, migratable);
             handle = Some(h);
             r
         },
@@ -48,7 +49,7 @@ pub(crate) fn spawn_closure<F>(shared: &Arc<Shared>, f: F) -> Result<(), SpawnEr
 where
     F: FnOnce() + Send + 'static,
 {
-    spawn_on(shared, None, None, None, f).map(drop)
+    spawn_on(shared, None, None, None, false, f).map(drop)
 }
 
 impl Scheduler {
@@ -63,7 +64,7 @@ impl Scheduler {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        spawn_on(self.shared(), None, None, None, f)
+        spawn_on(self.shared(), None, None, None, false, f)
             .unwrap_or_else(|e| panic!("gofer: cannot spawn a task: {e}"))
     }
 
@@ -92,7 +93,7 @@ impl Scheduler {
         let handle = OnceCell::new();
         let mut make = |shared, name, stack_size, pin| {
             let f = f.take().expect("a task is made once");
-            let (r, h) = join::new_task(f, shared, name, stack_size, pin);
+            let (r, h) = join::new_task(f, shared, name, stack_size, pin, false);
             let _ = handle.set(h);
             r
         };
