@@ -34,31 +34,36 @@
 //!
 //! See `ARCHITECTURE.md` for the design.
 //!
-//! # Thread-local storage and migration: a soundness caveat
+//! # Thread-local storage: what `spawn` promises
 //!
-//! A task can resume on a different thread after any switch (yield, park,
-//! sleep, lock, receive, join). The compiler cannot see that. `spawn` and
-//! [`go!`] are safe functions and require `Send + 'static` closures, but
-//! safe code *inside* a task can still do what is only sound on one thread:
+//! **A task stays on the OS thread where it first ran, from its first
+//! switch to its end.** Stealing and the Dispatcher's rescue move only tasks
+//! that have not started yet; a started task woken while its thread is
+//! blocked waits for that thread. So safe code inside a task may use
+//! `thread_local!`, keep a thread-bound value (an `Rc` shared on the thread,
+//! a `std::sync::MutexGuard`) across a switch, and call code that does
+//! either, exactly as on a thread. This holds whatever the compiler does:
+//! LLVM assumes a function runs on one thread and may reuse a thread-local's
+//! address across any call, a switch included, and that address stays right
+//! because the thread does.
 //!
-//! - hold a reference obtained from a `thread_local!` across a switch: after
-//!   the task moved, it points into another thread's storage, which is freed
-//!   if that thread exits (an extra Processer retiring);
-//! - keep a thread-bound value (`Rc` shared with other code on that thread,
-//!   a `std::sync::MutexGuard`, anything tied to the OS thread) across a
-//!   switch and use it on the new thread.
+//! The cost is balance: a burst of work woken onto one thread stays there
+//! (other threads take the tasks not yet started), and a task woken behind
+//! a thread blocked in the kernel waits for it. Code that vouches for itself
+//! can opt back into moving started tasks, per task with the `unsafe`
+//! [`Builder::migratable`] or per scheduler with the `unsafe`
+//! [`SchedulerBuilder::migrate_started_tasks`], whose `# Safety` sections
+//! state the rule (no thread-local touched on both sides of a switch point
+//! in one function, inlined code included) and list the switch points.
+//! [`Builder::pin`] chooses the thread; [`coroutine_local!`] gives per-task
+//! state that moves with the task.
 //!
-//! Either is undefined behaviour, and gofer cannot detect it. This is the
-//! known limit of every work-stealing runtime for stackful coroutines (may
-//! marks its `spawn` unsafe for it); gofer's own code never does either.
-//! Inside tasks:
-//!
-//! - use [`coroutine_local!`] for per-task state instead of `thread_local!`,
-//! - pin the task to one Processer with [`Builder::pin`] when it must stay
-//!   on one thread (for example to use a library that keeps thread-local
-//!   state): a pinned task never migrates,
-//! - use [`sync`] primitives, not guards tied to the OS thread, across
-//!   switches.
+//! Two exceptions keep their own rules: a `block_on` root runs on the
+//! caller's thread, and an unwinding task never moves (std counts panics
+//! per thread). gofer's own code keeps every thread-local access that sits
+//! on a path that can switch in an `#[inline(never)]` function that does not
+//! switch; CI checks the release binaries for it
+//! (`scripts/check_tls_switch.py`).
 
 //! # Blocking calls
 //!
