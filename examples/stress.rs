@@ -620,14 +620,22 @@ fn main() -> ExitCode {
         args.min_threads
     };
     let max_threads = args.max_threads.unwrap_or(core.max(8));
-    let sched = match gofer::Scheduler::builder()
+    let builder = gofer::Scheduler::builder()
         .name("stress")
         .min_threads(args.min_threads)
         .max_threads(max_threads)
         .stack_size(args.stack_size)
-        .dense_stacks(args.dense)
-        .build()
-    {
+        .dense_stacks(args.dense);
+    // The workload shows the Dispatcher rescuing tasks from threads that
+    // really block, started ones included, so it lets started tasks move.
+    // SAFETY: the tasks keep their state in their own frames (`Rng` is a
+    // plain value) and in gofer's sync primitives and channels; they use no
+    // thread-local and hold no thread-bound value (no std lock guard, no
+    // `Rc`) across a switch point. The blocking call they make
+    // (`std::thread::sleep`, a plain system call without the `hooks`
+    // feature) does not switch.
+    let builder = unsafe { builder.migrate_started_tasks(true) };
+    let sched = match builder.build() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: invalid scheduler configuration: {e}");

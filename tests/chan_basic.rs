@@ -514,7 +514,20 @@ fn values_from_one_sender_arrive_in_order() {
 
 #[test]
 fn mpmc_stress_delivers_every_value_once_and_drops_each_once() {
-    let s = sched(2);
+    // One consumer task blocks its thread joining a plain thread, until the
+    // producers are done: the started tasks bound to that thread must be
+    // able to move, or they would wait for it for ever.
+    // SAFETY: the tasks touch no thread-local across a switch: their state
+    // is in their frames, gofer channels and a std `Mutex` whose guard is
+    // dropped before the next channel operation.
+    let s = unsafe {
+        Scheduler::builder()
+            .min_threads(2)
+            .max_threads(2)
+            .migrate_started_tasks(true)
+    }
+    .build()
+    .unwrap();
     let counter = Arc::new(DropCounter::default());
     for cap in [Some(0), Some(1), Some(16), None] {
         let (tx, rx) = match cap {

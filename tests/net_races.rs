@@ -402,12 +402,19 @@ fn tasks_parked_on_sockets_and_a_processer_waiting_in_the_reactor_are_never_bloc
 /// long before the block ends.
 #[test]
 fn readiness_is_delivered_while_one_processer_is_blocked_and_the_other_busy() {
-    let s = Scheduler::builder()
-        .min_threads(2)
-        .max_threads(2)
-        .name("strand")
-        .build()
-        .unwrap();
+    // The scenario is a started task rescued from a blocked thread, so its
+    // tasks are allowed to move.
+    // SAFETY: they touch no thread-local across a switch (their state is in
+    // their frames, sockets and channels).
+    let s = unsafe {
+        Scheduler::builder()
+            .min_threads(2)
+            .max_threads(2)
+            .name("strand")
+            .migrate_started_tasks(true)
+    }
+    .build()
+    .unwrap();
     const BLOCK: Duration = Duration::from_secs(2);
     let (a, mut peer) = UnixStream::pair().unwrap();
     let echo = s.spawn(move || {
@@ -511,13 +518,20 @@ const RETIRED_POLLER: &str =
 #[test]
 fn readiness_is_not_stranded_when_the_processer_holding_the_poller_role_retires() {
     if child_scenario().as_deref() == Some("retired-poller") {
-        let s = Scheduler::builder()
-            .min_threads(1)
-            .max_threads(2)
-            .idle_thread_timeout(Duration::from_millis(500))
-            .name("retire")
-            .build()
-            .unwrap();
+        // An extra Processer retires only once no started task is bound to
+        // it: the tasks here are allowed to move, so that it can.
+        // SAFETY: they touch no thread-local across a switch (their state
+        // is in their frames, sockets and channels).
+        let s = unsafe {
+            Scheduler::builder()
+                .min_threads(1)
+                .max_threads(2)
+                .idle_thread_timeout(Duration::from_millis(500))
+                .name("retire")
+                .migrate_started_tasks(true)
+        }
+        .build()
+        .unwrap();
         let (a, mut peer) = UnixStream::pair().unwrap();
         let (started_tx, started_rx) = mpsc::channel();
         let blocker = s.spawn(move || {

@@ -166,12 +166,19 @@ fn a_sleeper_wakes_on_time_while_every_processer_is_busy() {
 #[test]
 fn a_sleeper_whose_processer_blocks_in_the_kernel_still_wakes_on_time() {
     let _turn = one_at_a_time();
-    let s = Scheduler::builder()
-        .min_threads(2)
-        .max_threads(2)
-        .name("tblk")
-        .build()
-        .unwrap();
+    // The scenario is a started task rescued from a blocked thread, so its
+    // tasks are allowed to move.
+    // SAFETY: they touch no thread-local across a switch (their state is in
+    // their frames, timers and atomics).
+    let s = unsafe {
+        Scheduler::builder()
+            .min_threads(2)
+            .max_threads(2)
+            .name("tblk")
+            .migrate_started_tasks(true)
+    }
+    .build()
+    .unwrap();
     const BLOCK: Duration = Duration::from_secs(1);
     const NAP: Duration = Duration::from_millis(20);
     // The blocker, pinned to Processer 0, spawns the sleeper there; the
