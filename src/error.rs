@@ -336,19 +336,42 @@ impl fmt::Display for ShutdownError {
 impl std::error::Error for ShutdownError {}
 
 /// A joined task did not produce its value.
+///
+/// `Send + Sync`, so `join()?` works into `Box<dyn Error + Send + Sync>`
+/// and error types built on it.
 pub struct JoinError {
     repr: JoinErrorRepr,
 }
 
 enum JoinErrorRepr {
-    Panic(Box<dyn Any + Send + 'static>),
+    /// The panic payload is `Send` but need not be `Sync`: behind a mutex,
+    /// shared access to the error (its `Display`) locks it for a moment, so
+    /// the error is `Sync` with no `unsafe`.
+    Panic(std::sync::Mutex<Box<dyn Any + Send + 'static>>),
     StackExhausted(std::io::Error),
+}
+
+/// The payload out of its mutex. Nothing panics while holding the lock (a
+/// downcast and a string copy), so it is never poisoned; a poisoned one
+/// would still hold the payload.
+fn unlock(m: std::sync::Mutex<Box<dyn Any + Send + 'static>>) -> Box<dyn Any + Send + 'static> {
+    m.into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs `f` on the payload, under its mutex.
+fn with_payload<R>(
+    m: &std::sync::Mutex<Box<dyn Any + Send + 'static>>,
+    f: impl FnOnce(&(dyn Any + Send)) -> R,
+) -> R {
+    let g = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    f(g.as_ref())
 }
 
 impl JoinError {
     pub(crate) fn panic(payload: Box<dyn Any + Send + 'static>) -> JoinError {
         JoinError {
-            repr: JoinErrorRepr::Panic(payload),
+            repr: JoinErrorRepr::Panic(std::sync::Mutex::new(payload)),
         }
     }
 
@@ -375,7 +398,7 @@ impl JoinError {
     /// If the error is not a panic (see [`is_panic`](Self::is_panic)).
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         match self.repr {
-            JoinErrorRepr::Panic(p) => p,
+            JoinErrorRepr::Panic(p) => unlock(p),
             JoinErrorRepr::StackExhausted(_) => {
                 panic!("JoinError::into_panic called on a non-panic error: {self}")
             }
@@ -385,7 +408,7 @@ impl JoinError {
     /// The original panic payload, or `Err(self)` if the task did not panic.
     pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
         match self.repr {
-            JoinErrorRepr::Panic(p) => Ok(p),
+            JoinErrorRepr::Panic(p) => Ok(unlock(p)),
             repr => Err(JoinError { repr }),
         }
     }
@@ -416,10 +439,11 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
-            JoinErrorRepr::Panic(p) => f
-                .debug_tuple("JoinError::Panic")
-                .field(&panic_message(p.as_ref()).unwrap_or("<non-string payload>"))
-                .finish(),
+            JoinErrorRepr::Panic(p) => with_payload(p, |p| {
+                f.debug_tuple("JoinError::Panic")
+                    .field(&panic_message(p).unwrap_or("<non-string payload>"))
+                    .finish()
+            }),
             JoinErrorRepr::StackExhausted(e) => {
                 f.debug_tuple("JoinError::StackExhausted").field(e).finish()
             }
@@ -430,10 +454,10 @@ impl fmt::Debug for JoinError {
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
-            JoinErrorRepr::Panic(p) => match panic_message(p.as_ref()) {
+            JoinErrorRepr::Panic(p) => with_payload(p, |p| match panic_message(p) {
                 Some(m) => write!(f, "task panicked: {m}"),
                 None => write!(f, "task panicked"),
-            },
+            }),
             JoinErrorRepr::StackExhausted(e) => write!(
                 f,
                 "task never ran: no stack could be allocated for it ({e}); \

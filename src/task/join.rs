@@ -421,15 +421,24 @@ where
 pub struct JoinHandle<T> {
     /// The task's cell, a `JoinCell<T>` at its start.
     task: TaskRef,
-    /// The result type; `Send` only for `T: Send` (the impl below).
+    /// The result type; `Send` and `Sync` only for `T: Send` (the impls
+    /// below).
     _result: PhantomData<fn() -> T>,
-    /// Not `Sync` or `RefUnwindSafe`: the handle is for one joiner.
+    /// Not `RefUnwindSafe`: the handle is for one joiner.
     _one_joiner: PhantomData<UnsafeCell<()>>,
 }
 
 // SAFETY: the result is a `T: Send` (`new_task` requires it) and moves to
 // whichever thread joins; the TaskRef is Send.
 unsafe impl<T: Send> Send for JoinHandle<T> {}
+
+// SAFETY: through `&JoinHandle` a thread can only read the join state word
+// (an atomic load: `is_finished`) and the task's id and name (immutable).
+// Everything that touches the result slot or the waiter takes the handle by
+// value (`join`) or by `&mut`/`Pin<&mut>` (`poll`, `Drop`), so two threads
+// sharing a handle never reach the slot at once; the result crosses to the
+// joiner's thread, which needs `T: Send`.
+unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
     fn new(task: TaskRef) -> Self {
