@@ -12,7 +12,16 @@ fn thread_name() -> String {
     std::thread::current().name().unwrap_or("?").to_string()
 }
 
+/// It takes no options: `--help` says so, and anything else is an error.
+#[derive(clap::Parser)]
+#[command(
+    name = "blocking_rescue",
+    about = "A timeline of the Dispatcher rescuing tasks queued behind a thread blocked in the kernel."
+)]
+struct Args {}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let Args {} = clap::Parser::parse();
     let sched = gofer::Scheduler::builder()
         .name("demo")
         .min_threads(1)

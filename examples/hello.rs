@@ -6,7 +6,16 @@ use std::time::{Duration, Instant};
 
 use gofer::go;
 
+/// It takes no options: `--help` says so, and anything else is an error.
+#[derive(clap::Parser)]
+#[command(
+    name = "hello",
+    about = "A first look at gofer: spawn tasks, yield, sleep, join, and read stats."
+)]
+struct Args {}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let Args {} = clap::Parser::parse();
     let sched = gofer::Scheduler::builder().name("hello").build()?;
     println!(
         "scheduler '{}' with {} Processer threads",

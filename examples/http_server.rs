@@ -6,11 +6,14 @@
 //! curl -i http://127.0.0.1:8080/
 //! ```
 //!
-//! `GET /` answers `200` with `Hello, World!` as `text/plain`; anything else
-//! `404`. Connections are kept alive, and pipelined requests are answered in
-//! order. Garbage gets a `400` and the connection closes; so does a head over
-//! 8 KiB (`431`). A connection that sends nothing, or reads nothing, for
-//! `--idle-timeout` is closed. The first line of output is `listening on
+//! `GET /` answers `200` with `Hello, World!` as `text/plain` (`HEAD /` the
+//! same headers without the body); anything else `404`. Connections are
+//! kept alive, and pipelined requests are answered in order. Garbage gets a
+//! `400` and the connection closes; so does a head over 8 KiB (`431`). A
+//! connection that sends nothing, or reads nothing, for `--idle-timeout` is
+//! closed, and so is one that takes longer than that to send a whole
+//! request once it has begun one (a slow client cannot hold a connection by
+//! trickling bytes). The first line of output is `listening on
 //! ADDR`; the server runs until it is killed. A bad argument exits with code
 //! 2.
 //!
@@ -28,7 +31,7 @@ mod server;
 
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use gofer::net::TcpStream;
@@ -56,12 +59,30 @@ fn serve(mut stream: TcpStream, idle: Duration) -> io::Result<()> {
     stream.set_write_timeout(Some(idle))?;
     stream.set_nodelay(true)?;
     let mut conn = http::Conn::new();
+    // When the request being received must be complete: `idle` after its
+    // first bytes came, however slowly the rest trickles in.
+    let mut due: Option<Instant> = None;
     loop {
+        if let Some(due) = due {
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(()); // too slow a request: close
+            }
+            stream.set_read_timeout(Some(left))?;
+        }
         let n = stream.read(conn.spare())?; // parks until bytes arrive
         if n == 0 {
             return Ok(()); // the client closed
         }
         let open = conn.received(n); // answers every complete request
+        match (conn.pending(), due) {
+            (true, None) => due = Some(Instant::now() + idle),
+            (false, Some(_)) => {
+                due = None;
+                stream.set_read_timeout(Some(idle))?;
+            }
+            _ => {}
+        }
         stream.write_all(&conn.out)?;
         conn.out.clear();
         if !open {

@@ -89,8 +89,7 @@ fn anything_but_get_root_answers_404() {
     let mut s = server.connect();
     for req in [
         &b"GET /index.html HTTP/1.1\r\nHost: test\r\n\r\n"[..],
-        b"GET /?q=1 HTTP/1.1\r\nHost: test\r\n\r\n",
-        b"HEAD / HTTP/1.1\r\nHost: test\r\n\r\n",
+        b"GET /index.html?q=1 HTTP/1.1\r\nHost: test\r\n\r\n",
         b"DELETE / HTTP/1.1\r\nHost: test\r\n\r\n",
         // A body is skipped by its length: the connection stays usable.
         b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello",
@@ -98,6 +97,65 @@ fn anything_but_get_root_answers_404() {
         send(&mut s, req);
         expect(&mut s, NOT_FOUND);
     }
+    hello(&mut s);
+    server.stop();
+}
+
+#[test]
+fn a_query_string_on_the_root_is_ignored() {
+    let server = Server::start(SERVER, &[]);
+    let mut s = server.connect();
+    send(&mut s, b"GET /?a=1 HTTP/1.1\r\nHost: test\r\n\r\n");
+    expect(&mut s, HELLO);
+    send(&mut s, b"GET /? HTTP/1.1\r\nHost: test\r\n\r\n");
+    expect(&mut s, HELLO);
+    server.stop();
+}
+
+#[test]
+fn head_answers_the_headers_of_get_without_the_body() {
+    let server = Server::start(SERVER, &[]);
+    let mut s = server.connect();
+    let head_len = HELLO.len() - b"Hello, World!".len();
+    send(&mut s, b"HEAD / HTTP/1.1\r\nHost: test\r\n\r\n");
+    expect(&mut s, &HELLO[..head_len]);
+    // The next response follows at once: no body was sent in between.
+    hello(&mut s);
+    send(&mut s, b"HEAD /missing HTTP/1.1\r\nHost: test\r\n\r\n");
+    expect(&mut s, &NOT_FOUND[..NOT_FOUND.len() - b"Not Found".len()]);
+    hello(&mut s);
+    server.stop();
+}
+
+#[test]
+fn a_client_trickling_a_request_is_closed_after_the_idle_timeout() {
+    let server = Server::start(SERVER, &["--idle-timeout", "1"]);
+    let mut slow = server.connect();
+    let start = Instant::now();
+    // One byte every 300 ms: never idle for a second, but the request is
+    // not complete a second after it began.
+    let req = GET;
+    let mut closed_after = None;
+    for &b in req.iter().take(req.len() - 1) {
+        if std::io::Write::write_all(&mut slow, &[b]).is_err() {
+            closed_after = Some(start.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        if start.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+    }
+    let closed_after = closed_after.unwrap_or_else(|| {
+        assert_eq!(read_to_close(&mut slow), b"", "closed without a response");
+        start.elapsed()
+    });
+    assert!(
+        closed_after < Duration::from_secs(4),
+        "a trickling client held its connection for {closed_after:?}"
+    );
+    // Others are still served.
+    let mut s = server.connect();
     hello(&mut s);
     server.stop();
 }

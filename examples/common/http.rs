@@ -22,8 +22,10 @@
 //!
 //! What it answers:
 //!
-//! - `GET /`: `200`, `text/plain`, body `Hello, World!`;
+//! - `GET /` (a query string is ignored): `200`, `text/plain`, body
+//!   `Hello, World!`;
 //! - any other well-formed request: `404`;
+//! - `HEAD` gets the headers `GET` would, without the body;
 //! - keep-alive as HTTP/1.1 defines it: the connection stays open unless
 //!   the request says `Connection: close`, or is HTTP/1.0 without
 //!   `Connection: keep-alive`;
@@ -93,6 +95,8 @@ enum Parsed {
     Request {
         len: usize,
         hello: bool,
+        /// A `HEAD` request: the response has no body.
+        head_only: bool,
         keep_alive: bool,
         /// HTTP/1.0: the response says `Connection: keep-alive` when it
         /// keeps the connection open.
@@ -153,9 +157,12 @@ fn parse(buf: &[u8]) -> Parsed {
     if buf.len() < head + body {
         return Parsed::Partial;
     }
+    let head_only = req.method == Some("HEAD");
+    let path = req.path.map(|p| p.split_once('?').map_or(p, |(p, _)| p));
     Parsed::Request {
         len: head + body,
-        hello: req.method == Some("GET") && req.path == Some("/"),
+        hello: (req.method == Some("GET") || head_only) && path == Some("/"),
+        head_only,
         keep_alive,
         http10,
     }
@@ -186,6 +193,11 @@ impl Conn {
         &mut self.buf[self.len..]
     }
 
+    /// Whether part of a request has been received and not answered yet.
+    pub fn pending(&self) -> bool {
+        self.len != 0
+    }
+
     /// Takes `n` more bytes of input (read into [`spare`](Self::spare)) and
     /// appends a response to [`out`](Self::out) for every complete request.
     /// Returns `false` when the connection must close once `out` is written:
@@ -199,6 +211,7 @@ impl Conn {
                 Parsed::Request {
                     len,
                     hello,
+                    head_only,
                     keep_alive,
                     http10,
                 } => {
@@ -213,7 +226,9 @@ impl Conn {
                         (true, true) => KEEP_ALIVE,
                         (true, false) => b"\r\n",
                     });
-                    self.out.extend_from_slice(body);
+                    if !head_only {
+                        self.out.extend_from_slice(body);
+                    }
                     at += len;
                     if !keep_alive {
                         break false;
