@@ -20,7 +20,8 @@
 //!
 //! - A **task** is a closure running on its own stack (a *coroutine*). It
 //!   can switch out from any call depth: [`yield_now`], [`park`], [`sleep`],
-//!   waiting on a [`JoinHandle`], and later the sync primitives and channels.
+//!   waiting on a [`JoinHandle`], a lock of [`sync`], a channel of [`chan`],
+//!   a socket of [`net`].
 //! - A **Processer** is one OS thread that runs tasks from its queues.
 //! - The **Dispatcher** watches Processers and rescues the tasks queued
 //!   behind one whose task blocks the thread.

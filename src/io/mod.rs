@@ -1,6 +1,7 @@
 //! Waiting for any descriptor the way gofer's sockets wait: a pipe, an
-//! eventfd, a database driver's socket (sylar's `addEvent`, in blocking
-//! style).
+//! eventfd, a database driver's socket. Inside a task the wait parks the
+//! task until the descriptor is ready; on a plain thread it blocks in
+//! `poll(2)`.
 //!
 //! ```
 //! use std::io::Write;

@@ -1,8 +1,8 @@
 //! User timers: `after` and `every`, their condition forms `after_if_alive`
-//! and `every_if_alive` (and the `_on` forms of all four), each firing a
-//! task, and the state machine that keeps `cancel` truthful. The heap and
-//! the Processers that fire them are the runtime's (`runtime/timer.rs`), which
-//! also explains how shutdown cancels every one of them.
+//! and `every_if_alive` (and the `_on` forms of all four), each running a
+//! closure as a task when it fires. `TimerHandle::cancel` returning `true`
+//! means no further run will start. Shutting the scheduler down cancels
+//! every pending timer.
 //!
 //! # Condition timers
 //!
@@ -327,7 +327,7 @@ where
 /// alive then: the timer holds only a [`Weak`] of it, so it never keeps the
 /// target alive, and if the last [`Arc`] is gone when the delay has passed,
 /// nothing runs. The task gets the upgraded `Arc` (the target lives at
-/// least until `f` returns). sylar's condition timer.
+/// least until `f` returns).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -444,7 +444,7 @@ where
 /// while `target` is alive: the timer holds only a [`Weak`] of it, and at
 /// the first tick that finds the last [`Arc`] gone it stops by itself (as
 /// if cancelled, releasing its hold on the scheduler). Each run's task gets
-/// the upgraded `Arc`. sylar's recurring condition timer.
+/// the upgraded `Arc`.
 ///
 /// ```
 /// use std::sync::Arc;
