@@ -85,3 +85,53 @@ fn tasks_spawned_inside_block_on_run_on_the_schedulers_processers() {
     );
     s.shutdown();
 }
+
+#[test]
+fn block_on_runs_a_closure_that_borrows_and_mutates_the_callers_data() {
+    let s = gofer::Scheduler::builder().min_threads(2).build().unwrap();
+    let text = String::from("one two three");
+    let mut seen = Vec::new();
+    // Returns a value that borrows too (`&str` into `text`).
+    let first: &str = s.block_on(|| {
+        for w in text.split(' ') {
+            seen.push(w.len());
+            gofer::yield_now(); // switches while holding the borrows
+        }
+        text.split(' ').next().unwrap()
+    });
+    assert_eq!(first, "one");
+    assert_eq!(seen, [3, 3, 5]);
+    // From inside a task too: the task parks until the inner one is done.
+    let total = s.block_on(|| {
+        let mut acc = 0usize;
+        let inner = s.block_on(|| {
+            acc += seen.iter().sum::<usize>();
+            acc
+        });
+        (inner, acc)
+    });
+    assert_eq!(total, (11, 11));
+    s.shutdown();
+}
+
+#[test]
+fn a_panicking_borrowing_closure_is_re_raised_after_it_dropped_its_borrows() {
+    let s = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+    let mut log = Vec::new();
+    struct Note<'a>(&'a mut Vec<&'static str>);
+    impl Drop for Note<'_> {
+        fn drop(&mut self) {
+            self.0.push("dropped in the task");
+        }
+    }
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        s.block_on(|| {
+            let _n = Note(&mut log);
+            gofer::sleep(std::time::Duration::from_millis(1));
+            panic!("on purpose");
+        })
+    }));
+    assert!(r.is_err());
+    assert_eq!(log, ["dropped in the task"]);
+    s.shutdown();
+}

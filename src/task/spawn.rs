@@ -76,9 +76,56 @@ impl Scheduler {
     /// Called from inside a task, it spawns `f` and joins it instead (the
     /// calling task parks; its thread keeps working).
     ///
+    /// `f` may borrow from the caller (no `'static` bound, as with
+    /// `std::thread::scope`): `block_on` returns, or re-raises `f`'s panic,
+    /// only once the task has finished and dropped everything `f` captured.
+    /// Tasks that `f` spawns are independent of it and still need
+    /// `'static` closures.
+    ///
+    /// ```
+    /// let sched = gofer::Scheduler::builder().min_threads(1).build()?;
+    /// let mut words = vec!["a", "b"];
+    /// let n = sched.block_on(|| {
+    ///     words.push("c"); // borrows `words` mutably
+    ///     words.len()
+    /// });
+    /// assert_eq!((n, words.len()), (3, 3));
+    /// sched.shutdown();
+    /// # Ok::<(), gofer::ConfigError>(())
+    /// ```
+    ///
     /// # Panics
     /// Re-raises a panic of `f`, and panics if the task cannot be spawned.
-    pub fn block_on<F, T>(&self, f: F) -> T
+    pub fn block_on<'a, F, T>(&self, f: F) -> T
+    where
+        F: FnOnce() -> T + Send + 'a,
+        T: Send + 'a,
+    {
+        let mut out: Option<T> = None;
+        let slot = OutSlot(&mut out);
+        let body: Box<dyn FnOnce() + Send + 'a> = Box::new(move || {
+            let slot = slot; // the whole wrapper, which is Send
+            let v = f();
+            // SAFETY: `out` lives on the caller's frame until `block_on`
+            // returns, which is after the task finished (see below); only
+            // this task writes it, and the caller reads it after the join,
+            // which synchronises with the task's completion.
+            unsafe { *slot.0 = Some(v) };
+        });
+        // SAFETY: the erased lifetime `'a` covers everything `body` borrows.
+        // `run_static` returns (or re-raises the task's panic) only after
+        // the task completed: `body` was called or dropped by then, on the
+        // task or, if the task never ran, by the runtime before it
+        // completed the task; and if the task cannot be spawned, `body` is
+        // dropped inside `run_static`, before it panics. Nothing keeps
+        // `body` after that, so no borrow is used after `'a`.
+        let body: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(body) };
+        self.run_static(body);
+        out.expect("the task finished with its value")
+    }
+
+    /// [`block_on`](Self::block_on) for a `'static` closure.
+    fn run_static<F, T>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -112,6 +159,14 @@ impl Scheduler {
         }
     }
 }
+
+/// Where `block_on`'s task writes its value: a slot on the caller's frame.
+struct OutSlot<T>(*mut Option<T>);
+
+// SAFETY: the value written through the pointer is a `T: Send`, moving from
+// the task to the caller; the slot is written once, by the task, and read
+// by the caller only after the task completed (see `block_on`).
+unsafe impl<T: Send> Send for OutSlot<T> {}
 
 fn resume<T>(e: JoinError) -> T {
     match e.try_into_panic() {
