@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use libc::{c_int, c_uint, c_ulong, c_void, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr};
 use libc::{socklen_t, ssize_t, timespec};
 
-use super::fdctx::{self, FdCtx, HOOKED, SOCKET, USER_NONBLOCK};
+use super::fdctx::{self, FdCtx, HOOKED, KNOWN, SOCKET, USER_NONBLOCK};
 use super::real;
 use crate::runtime::context;
 use crate::runtime::io::{poll_fd, Interest, Registration};
@@ -101,6 +101,11 @@ enum Route {
     Pass,
     /// Through [`io_loop`]: `ctx`, its state when the call began.
     Wait(&'static FdCtx, u64),
+    /// The descriptor was closed while the call looked at it (or is not
+    /// open): the call fails with `EBADF`. Passing it to libc could block
+    /// the thread for good on a descriptor closed under it, since `close`
+    /// does not wake a system call already waiting on it.
+    Closed,
 }
 
 /// A call waits through the reactor only inside a task, on a socket or a
@@ -116,6 +121,11 @@ fn route(fd: c_int) -> Route {
         return Route::Pass;
     };
     let st = ctx.state(fd);
+    if st & KNOWN == 0 {
+        // `state` learned nothing: the descriptor is not open, or a close
+        // began while it looked (see `FdCtx::state`).
+        return Route::Closed;
+    }
     if st & HOOKED == 0 || st & USER_NONBLOCK != 0 {
         return Route::Pass;
     }
@@ -158,6 +168,7 @@ fn io_loop(
 ) -> ssize_t {
     let (ctx, st) = match route(fd) {
         Route::Pass => return plain(),
+        Route::Closed => return fail(Stop::Closed),
         Route::Wait(ctx, st) => (ctx, st),
     };
     let socket = st & SOCKET != 0;
@@ -669,6 +680,7 @@ pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, al: socklen_t) -
     let real_connect = || unsafe { real::connect(fd, a, al) };
     let (ctx, st) = match route(fd) {
         Route::Wait(ctx, st) if st & SOCKET != 0 => (ctx, st),
+        Route::Closed => return fail(Stop::Closed) as c_int,
         _ => return real_connect(),
     };
     let gen = fdctx::generation(st);
