@@ -165,6 +165,10 @@ macro_rules! socket_impls {
         impl std::os::fd::FromRawFd for $t {
             /// Takes ownership of `fd`, a socket of this kind.
             ///
+            /// # Safety
+            /// `fd` is an open socket of this kind that the caller owns and
+            /// hands over: nothing else closes or uses it afterwards.
+            ///
             /// # Panics
             /// If the descriptor cannot be switched to non-blocking mode
             /// (it is not an open descriptor).
