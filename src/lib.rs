@@ -79,6 +79,7 @@
 // The layers, bottom up: each imports only those above it in this list.
 pub mod chan;
 mod coroutine; // stacks and the switch; knows nothing of tasks
+pub mod debug; // task dumps: every task's state, wait and stack
 mod error; // the error types every layer reports
 pub mod fiber; // coroutines their caller resumes, on the coroutine layer alone
 pub mod hooks; // with the `hooks` feature: blocking libc calls park the task

@@ -32,6 +32,7 @@
 //! slot (`SendError`). When the last receiver goes, the buffered values are
 //! dropped too (outside the lock): nobody can receive them any more.
 
+use crate::runtime::wait::WaitOn;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
@@ -265,7 +266,7 @@ impl<T> Chan<T> {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err((v, true));
         }
-        let waiter = Waiter::new();
+        let waiter = Waiter::new().named(WaitOn::ChanSend);
         let mut node = Node::new(Some(v));
         // SAFETY: `waiter` and `node` live in this frame and are not moved;
         // we return only after `wait` saw DONE (the claimer unlinked the
@@ -304,7 +305,7 @@ impl<T> Chan<T> {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(true);
         }
-        let waiter = Waiter::new();
+        let waiter = Waiter::new().named(WaitOn::ChanRecv);
         let mut node = Node::new(None);
         // SAFETY: as in `send`: this frame outlives the node's registration.
         unsafe { st.register_receiver(&node, &waiter, 0) };

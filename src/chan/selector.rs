@@ -267,7 +267,7 @@ pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize
             Mode::Now => {}
             Mode::Deadline(d) => crate::time::sleep::sleep_until(d),
             Mode::Block => loop {
-                crate::task::park::park();
+                crate::task::park::park_on(crate::runtime::wait::WaitOn::ChanSelect(0));
             },
         }
         return None;
@@ -283,7 +283,7 @@ pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize
                 return Some(i);
             }
         }
-        let waiter = Waiter::new();
+        let waiter = Waiter::new().named(crate::runtime::wait::WaitOn::ChanSelect(N));
         let mut registered = 0;
         let mut ready = false;
         for &i in &order {

@@ -93,6 +93,7 @@
 //! after the store, with a `Thread` handle the claimer moved out while it
 //! owned the waiter, so a thread never spins on a claimer's system call.
 
+use crate::runtime::wait::WaitOn;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::Thread;
@@ -130,6 +131,8 @@ pub(crate) struct Waiter {
     /// The waiting thread, for a thread waiter. Moved out by the claimer
     /// while it owns the waiter (`CLAIMED`).
     thread: UnsafeCell<Option<Thread>>,
+    /// What task dumps say the waiter waits on.
+    on: WaitOn,
 }
 
 impl Waiter {
@@ -141,13 +144,22 @@ impl Waiter {
                 state: AtomicUsize::new(WAITING),
                 task,
                 thread: UnsafeCell::new(None),
+                on: WaitOn::Chan,
             },
             None => Waiter {
                 state: AtomicUsize::new(WAITING),
                 task: std::ptr::null(),
                 thread: UnsafeCell::new(Some(std::thread::current())),
+                on: WaitOn::Chan,
             },
         }
+    }
+
+    /// Names the operation the waiter waits for, for task dumps.
+    #[inline]
+    pub(crate) fn named(mut self, on: WaitOn) -> Waiter {
+        self.on = on;
+        self
     }
 
     /// Whether nobody has decided this waiter yet (a peek: the answer may be
@@ -201,7 +213,8 @@ impl Waiter {
         // As in `park::park`: consume a pending token, else switch out; the
         // Processer completes the park state machine (runtime/park_state.rs).
         if !crate::runtime::task::take_token(header) {
-            crate::coroutine::switch::suspend(crate::coroutine::switch::Suspend::Park);
+            // SAFETY: `header` is the running task's (see above).
+            unsafe { crate::runtime::task::suspend_parked(header, self.on, None) };
         }
     }
 
@@ -239,7 +252,7 @@ impl Waiter {
                             }
                             // Claimed meanwhile: loop and wait for DONE.
                         } else {
-                            crate::task::park::park_deadline(d);
+                            crate::task::park::park_deadline_on(d, self.on);
                         }
                     }
                 },

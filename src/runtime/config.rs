@@ -55,6 +55,8 @@ pub(crate) struct Config {
     /// Started tasks may move between Processers (the user vouched for
     /// their code: see [`SchedulerBuilder::migrate_started_tasks`]).
     pub(crate) migrate_started_tasks: bool,
+    /// Report stalls after this long (`SchedulerBuilder::stall_report`).
+    pub(crate) stall_report: Option<Duration>,
     /// Chaos mode (`GOFER_CHAOS_MIGRATE=1` at build): every switch-out of
     /// an unpinned task files it on another Processer, so that tests run
     /// the runtime's own code across every migration it can make.
@@ -88,6 +90,7 @@ pub struct SchedulerBuilder {
     dense_stacks: bool,
     stack_cache: usize,
     migrate_started_tasks: bool,
+    stall_report: Option<Duration>,
 }
 
 impl Default for SchedulerBuilder {
@@ -104,6 +107,7 @@ impl Default for SchedulerBuilder {
             dense_stacks: false,
             stack_cache: stacks::DEFAULT_STACK_CACHE,
             migrate_started_tasks: false,
+            stall_report: None,
         }
     }
 }
@@ -254,6 +258,22 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Reports stalls: when every task of the scheduler has been parked for
+    /// `after`, with no timer due and no socket to wait for (nothing but one
+    /// another or a plain thread can wake them), print "stall: all N tasks
+    /// parked for ..." and a task dump ([`Scheduler::dump`]) to stderr, once
+    /// per stall. Go calls this a deadlock and exits; here a plain thread
+    /// could still wake the tasks, so the report is all that happens. Off
+    /// by default; when on, a thread of the scheduler looks every
+    /// `after / 4` (at most every second) at counters that cost nothing to
+    /// read, and takes a dump only once they stood still for `after`.
+    ///
+    /// [`Scheduler::dump`]: crate::Scheduler::dump
+    pub fn stall_report(mut self, after: Duration) -> Self {
+        self.stall_report = Some(after);
+        self
+    }
+
     pub(crate) fn validate(self) -> Result<Config, ConfigError> {
         for (setting, requested) in [
             ("min_threads", self.min_threads),
@@ -277,6 +297,7 @@ impl SchedulerBuilder {
             ("block_timeout", self.block_timeout),
             ("dispatch_interval", self.dispatch_interval),
             ("idle_thread_timeout", self.idle_thread_timeout),
+            ("stall_report", self.stall_report.unwrap_or(Duration::MAX)),
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroDuration { setting });
@@ -326,6 +347,7 @@ impl SchedulerBuilder {
             dense_stacks: self.dense_stacks,
             stack_cache: self.stack_cache,
             migrate_started_tasks: self.migrate_started_tasks,
+            stall_report: self.stall_report,
             chaos: std::env::var_os("GOFER_CHAOS_MIGRATE").is_some_and(|v| v == "1"),
         })
     }

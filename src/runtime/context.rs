@@ -88,6 +88,19 @@ pub(crate) fn current_core_index(sched: &Shared) -> Option<usize> {
         .then_some(local.p.index)
 }
 
+/// Enters a newly made task in its scheduler's registry of live tasks
+/// (`live.rs`): in the shard of this thread's Processer when `inside` (this
+/// thread is one of `sched`'s Processers), else in the outside shard.
+pub(crate) fn register_live(sched: &Shared, r: &Runnable, inside: bool) {
+    if inside {
+        let p = current_proc_ptr();
+        // SAFETY: see current_task_ptr; `inside` says the pointer is set.
+        unsafe { (*p).live.register(r) };
+    } else {
+        sched.live.register_outside(r);
+    }
+}
+
 /// Makes a task runnable: on this thread's Processer when it is one of the
 /// task's scheduler and may run it (cheap, no atomics beyond the queue's),
 /// otherwise on a Processer chosen by the scheduler, which is woken if

@@ -1,13 +1,15 @@
 //! The park state machine of one task, on its own so that it can be
 //! model-checked with loom (`RUSTFLAGS="--cfg loom" cargo test --release --lib park_state`).
 //!
-//! One atomic byte, three states:
+//! One atomic byte, five states:
 //!
-//! | state      | meaning                                                        |
-//! |------------|----------------------------------------------------------------|
-//! | `EMPTY`    | running, queued, or switching out; no wake-up pending          |
-//! | `NOTIFIED` | an `unpark` arrived that no `park` has consumed yet            |
-//! | `PARKED`   | suspended with its context saved                               |
+//! | state              | meaning                                                |
+//! |--------------------|--------------------------------------------------------|
+//! | `EMPTY`            | running, queued, or switching out; no wake-up pending  |
+//! | `NOTIFIED`         | an `unpark` arrived that no `park` has consumed yet    |
+//! | `PARKED`           | suspended with its context saved                       |
+//! | `DUMPING`          | parked, and a task dump holds its right to run while it walks its stack |
+//! | `DUMPING_NOTIFIED` | as `DUMPING`, and an `unpark` arrived meanwhile: the dump schedules the task when it is done |
 //!
 //! Transitions, with the side that performs each:
 //!
@@ -19,6 +21,10 @@
 //!  unpark():                 NOTIFIED -> NOTIFIED  (Release) a write even so: publishes the
 //!                                                  caller's writes to the token's consumer
 //!  unpark():                 PARKED   -> EMPTY     (AcqRel) the winner schedules the task
+//!  unpark():                 DUMPING  -> DUMPING_NOTIFIED (Release) the dump will schedule it
+//!  dump:                     PARKED   -> DUMPING   (Acquire) the dump holds the right to run
+//!  dump, done:               DUMPING  -> PARKED    (Release) nothing came: parked as before
+//!  dump, done:               DUMPING_NOTIFIED -> EMPTY (Acquire swap) the dump schedules the task
 //! ```
 //!
 //! The task never sets `PARKED` itself: the Processer does, after the switch
@@ -44,7 +50,26 @@
 //! ```
 //!
 //! Exactly one `unpark` can win `PARKED -> EMPTY`, so a task is never
-//! scheduled twice. A late `unpark` leaves `NOTIFIED`, which makes the next
+//! scheduled twice.
+//!
+//! A task dump (`debug/`) walks a parked task's stack without resuming its
+//! code, and for that it needs the right to run the task for a moment: no
+//! Processer may resume the context it is reading. It takes the right with
+//! `PARKED -> DUMPING`, which no `unpark` can win, and gives it back with
+//! `DUMPING -> PARKED`. An `unpark` that lands meanwhile is not lost and not
+//! doubled: it moves the state to `DUMPING_NOTIFIED` and returns "not
+//! mine", and the dump, failing its `DUMPING -> PARKED`, becomes the one
+//! that schedules the task:
+//!
+//! ```text
+//!  dump D                                 unparker U
+//!  1. CAS PARKED -> DUMPING (Acquire)
+//!  2. read the context, walk the stack    1. unpark(): CAS DUMPING -> DUMPING_NOTIFIED
+//!                                            (Release); returns false: not U's to run
+//!  3. CAS DUMPING -> PARKED fails
+//!  4. swap EMPTY (Acquire): D schedules
+//!     the task, which sees U's writes
+//! ``` A late `unpark` leaves `NOTIFIED`, which makes the next
 //! `park` return at once: a spurious wake-up, allowed by the API.
 
 #[cfg(loom)]
@@ -55,6 +80,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 const EMPTY: u8 = 0;
 const NOTIFIED: u8 = 1;
 const PARKED: u8 = 2;
+const DUMPING: u8 = 3;
+const DUMPING_NOTIFIED: u8 = 4;
 
 /// What the Processer learns when it tries to park a task that switched out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,12 +139,51 @@ impl ParkState {
         }
     }
 
+    /// A task dump: takes the right to run a parked task, so that its saved
+    /// context can be read and its stack walked (`PARKED -> DUMPING`). False
+    /// if the task is not parked.
+    pub(crate) fn try_begin_dump(&self) -> bool {
+        // Acquire: pairs with try_park's Release, as an unparker's win does:
+        // the stored context (and what the task wrote before it switched
+        // out) is visible.
+        self.0
+            .compare_exchange(PARKED, DUMPING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// A task dump is done with a task it took with
+    /// [`try_begin_dump`](Self::try_begin_dump). True means an `unpark`
+    /// arrived meanwhile: the dump still holds the right to run the task and
+    /// must schedule it. False: the task is parked again.
+    pub(crate) fn end_dump(&self) -> bool {
+        // Release: publishes the context the dump may have replaced to the
+        // unparker that wins PARKED -> EMPTY next.
+        match self
+            .0
+            .compare_exchange(DUMPING, PARKED, Ordering::Release, Ordering::Relaxed)
+        {
+            Ok(_) => false,
+            Err(DUMPING_NOTIFIED) => {
+                // Acquire: pairs with the unparkers' Release writes, so the
+                // task the dump schedules sees what they wrote. A swap, not
+                // a store, for the reason given in try_park. Unparkers only
+                // rewrite DUMPING_NOTIFIED with itself meanwhile.
+                self.0.swap(EMPTY, Ordering::Acquire);
+                true
+            }
+            Err(s) => unreachable!("park state {s} during a dump"),
+        }
+    }
+
     /// Any thread: wakes the task. True means this call moved it out of
     /// `PARKED`, and the caller now holds the right to resume it.
     pub(crate) fn unpark(&self) -> bool {
         let mut s = self.0.load(Ordering::Relaxed);
         loop {
             let (to, success) = match s {
+                // A dump holds the task: leave the wake-up for it (Release:
+                // pairs with the dump's Acquire swap in `end_dump`).
+                DUMPING | DUMPING_NOTIFIED => (DUMPING_NOTIFIED, Ordering::Release),
                 // Already notified: still write (NOTIFIED -> NOTIFIED) with
                 // Release. Returning on the load alone would not publish the
                 // caller's writes: the task could consume the older token,
@@ -128,7 +194,8 @@ impl ParkState {
                 EMPTY => (NOTIFIED, Ordering::Release),
                 // AcqRel: Acquire pairs with try_park's Release (the saved
                 // context); Release publishes our writes to the woken task.
-                _ => (EMPTY, Ordering::AcqRel),
+                PARKED => (EMPTY, Ordering::AcqRel),
+                _ => unreachable!("park state {s}"),
             };
             match self
                 .0
@@ -313,6 +380,47 @@ mod loom_models {
     }
 
     #[test]
+    fn a_dump_racing_an_unpark_neither_loses_nor_doubles_the_wake_up() {
+        // The task is parked; a dump takes it and gives it back while an
+        // unparker wakes it. Exactly one of them schedules the task, and
+        // the saved context the dump rewrote is what the scheduler reads.
+        use loom::cell::UnsafeCell;
+        loom::model(|| {
+            let st = Arc::new(ParkState::new());
+            let ctx = Arc::new(UnsafeCell::new(1usize));
+            assert_eq!(st.try_park(), ParkOutcome::Parked);
+            let resumed = Arc::new(AtomicUsize::new(0));
+            let u = {
+                let (st, ctx, resumed) = (st.clone(), ctx.clone(), resumed.clone());
+                thread::spawn(move || {
+                    if st.unpark() {
+                        // SAFETY: a plain read of the modelled context.
+                        ctx.with(|c| assert!(unsafe { *c } >= 1));
+                        resumed.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            };
+            if st.try_begin_dump() {
+                // The dump holds the right: it may replace the context.
+                // SAFETY: a plain write of the modelled context; loom reports
+                // it if it races the unparker's read.
+                ctx.with_mut(|c| unsafe { *c = 2 });
+                if st.end_dump() {
+                    // SAFETY: as above, the dump holds the right.
+                    ctx.with(|c| assert_eq!(unsafe { *c }, 2));
+                    resumed.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            u.join().unwrap();
+            assert_eq!(
+                resumed.load(Ordering::SeqCst),
+                1,
+                "woken once, scheduled once"
+            );
+        });
+    }
+
+    #[test]
     fn a_task_parking_twice_is_resumed_once_per_sleep() {
         // Two park cycles against two unparks. A parked task runs again only
         // when an unparker wins PARKED -> EMPTY, so the second park happens
@@ -368,5 +476,18 @@ mod tests {
         assert!(!st.unpark(), "the second only leaves a token");
         assert_eq!(st.try_park(), ParkOutcome::Requeue);
         assert_eq!(st.try_park(), ParkOutcome::Parked);
+        assert!(st.try_begin_dump(), "a dump takes a parked task");
+        assert!(!st.try_begin_dump(), "once");
+        assert!(!st.end_dump(), "nothing came: parked again");
+        assert!(st.try_begin_dump());
+        assert!(
+            !st.unpark(),
+            "an unpark during a dump leaves the task to it"
+        );
+        assert!(!st.unpark());
+        assert!(st.end_dump(), "the dump schedules the task");
+        assert!(!st.try_begin_dump(), "the task is no longer parked");
+        assert!(!st.unpark(), "a running task gets a token");
+        assert!(st.take_token());
     }
 }

@@ -57,6 +57,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,6 +66,7 @@ use crossbeam_deque::{Steal, Worker};
 
 use super::context;
 use super::io::{Poller, BUSY_POLL};
+use super::live::{self, ShardOwner};
 use super::processer_shared::{drain_injector, Kind, ProcesserShared};
 use super::shared::Shared;
 use super::task::{self, Runnable, TaskHeader};
@@ -149,6 +151,22 @@ pub(crate) struct ProcLocal {
     pub(crate) unwind_pinned: Cell<usize>,
     /// Live tasks bound here at their first run (see `run_task`).
     pub(crate) bound: Cell<usize>,
+    /// This thread's shard of the registry of live tasks (`live.rs`).
+    pub(crate) live: ManuallyDrop<ShardOwner>,
+    /// A coarse clock: read at every periodic look outward (every
+    /// [`NEW_QUEUE_INTERVAL`] picks), when the Processer wakes, and when a
+    /// task comes back from a run the Dispatcher found blocked. A parking
+    /// task's wait record takes its time from here (task dumps' `waited`),
+    /// so the park path reads no clock.
+    clock: Cell<Instant>,
+}
+
+impl Drop for ProcLocal {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here, and never used again.
+        let live = unsafe { ManuallyDrop::take(&mut self.live) };
+        self.sched.live.give_back(live);
+    }
 }
 
 impl ProcLocal {
@@ -170,7 +188,6 @@ impl ProcLocal {
         );
         ProcLocal {
             p,
-            sched,
             runnable,
             pinned_local: RefCell::new(VecDeque::new()),
             gc: RefCell::new(Vec::new()),
@@ -186,6 +203,9 @@ impl ProcLocal {
             idle_since: Cell::new(None),
             unwind_pinned: Cell::new(0),
             bound: Cell::new(0),
+            live: ManuallyDrop::new(sched.live.take_shard()),
+            clock: Cell::new(Instant::now()),
+            sched,
         }
     }
 
@@ -233,6 +253,7 @@ impl ProcLocal {
         if tick % NEW_QUEUE_INTERVAL == 0 {
             // The periodic look outward: due timers, readiness nobody
             // polled for a while, then the remote queues.
+            self.clock.set(Instant::now());
             self.fire_timers();
             self.poll_io_busy();
             self.watch_peers();
@@ -492,7 +513,11 @@ impl ProcLocal {
         let mut slot: EntrySlot = None;
         let mut first_run = false;
         let ctx = match t.run().ctx.take() {
-            Some(ctx) => ctx,
+            Some(ctx) => {
+                // Whatever a dump's walk left on top returns into the task.
+                t.run().in_walk = false;
+                ctx
+            }
             None => match self.alloc_stack(t.header().stack_size) {
                 Ok(stack) => {
                     let ctx = switch::make_context(&stack);
@@ -504,6 +529,9 @@ impl ProcLocal {
                             arg: header as usize,
                         });
                         first_run = true;
+                        t.header()
+                            .phase
+                            .store(task::PHASE_STARTED, Ordering::Relaxed);
                     }
                     ctx
                 }
@@ -511,6 +539,7 @@ impl ProcLocal {
                     // The task can never run: fail its join handle. That
                     // drops the user's closure here: contain its panic.
                     self.sched.completed.fetch_add(1, Ordering::Relaxed);
+                    t.header().phase.store(task::PHASE_DONE, Ordering::Relaxed);
                     contain("a task's closure", || t.fail(JoinError::stack_exhausted(e)));
                     self.finish(t);
                     return;
@@ -527,6 +556,7 @@ impl ProcLocal {
         self.switches.set(n);
         self.p.switches.store(n, Ordering::Relaxed);
         self.p.running.store(true, Ordering::Relaxed);
+        self.p.current.store(header.cast_mut(), Ordering::Relaxed);
         self.current.set(header);
         // SAFETY: `ctx` is the task's saved context (or a fresh one on its
         // own stack, which RunState keeps alive), and we hold its Runnable.
@@ -534,6 +564,9 @@ impl ProcLocal {
         // the task switches back.
         let (ctx, why) = unsafe { switch::resume(ctx, &mut slot as *mut EntrySlot as usize) };
         self.current.set(std::ptr::null());
+        self.p
+            .current
+            .store(std::ptr::null_mut(), Ordering::Relaxed);
         self.p.running.store(false, Ordering::Relaxed);
         if self.sched.stacks.is_dense() {
             check_dense_stack(&mut t, &ctx);
@@ -542,6 +575,7 @@ impl ProcLocal {
             // Switched again: active at once (the Dispatcher agrees on its
             // next sample, when it sees the counter moved).
             self.p.blocked.store(false, Ordering::Relaxed);
+            self.clock.set(Instant::now());
         }
         // Before the task is filed (a finished one was unpinned, as its
         // unwind, if any, ended at its root).
@@ -553,6 +587,7 @@ impl ProcLocal {
             }
             Suspend::Park => {
                 t.run().ctx = Some(ctx);
+                t.wait_mut().since = Some(self.clock.get());
                 if let Some(t) = t.park() {
                     // An unpark raced the switch-out: run it again.
                     self.push_local(t, Push::Quiet);
@@ -561,6 +596,7 @@ impl ProcLocal {
             Suspend::Done => {
                 // The finished context is never resumed: forget it.
                 let _ = ctx;
+                t.header().phase.store(task::PHASE_DONE, Ordering::Relaxed);
                 self.release_pin(t.header());
                 self.finish(t);
             }
@@ -668,6 +704,9 @@ impl ProcLocal {
         if batch.is_empty() {
             return;
         }
+        // Out of the registry of live tasks, under one lock per shard,
+        // before the Runnables go (`live.rs`).
+        live::unregister_batch(&mut batch);
         let shared = &self.sched.stacks;
         let mut local = self.stacks.borrow_mut();
         let mut released = false;
@@ -738,6 +777,7 @@ impl ProcLocal {
                 continue;
             }
             if let Some(t) = self.find_work() {
+                self.clock.set(Instant::now());
                 self.idle_since.set(None);
                 self.run_task(t);
                 if until.is_some_and(|u| u()) {

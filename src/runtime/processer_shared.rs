@@ -19,7 +19,7 @@
 //! | gc             | `Vec`                | owner only                 | owner only, in batches              |
 //!
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
@@ -66,6 +66,10 @@ pub(crate) struct ProcesserShared {
     /// A task is switched in right now. Relaxed: a sample, paired with the
     /// switch counter by the Dispatcher.
     pub(crate) running: AtomicBool,
+    /// The header of the task switched in right now, or null. Relaxed: task
+    /// dumps compare it with the tasks they list, to call one running;
+    /// never dereferenced.
+    pub(crate) current: AtomicPtr<TaskHeader>,
     /// The switch count a busy peer found unchanged for the watch time
     /// (`dispatcher::watch_after`) and reported to the Dispatcher; stale as
     /// soon as the count moves. Relaxed: a hint, which the Dispatcher
@@ -240,6 +244,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         runnext: NextSlot::new(),
         switches: AtomicU64::new(0),
         running: AtomicBool::new(false),
+        current: AtomicPtr::new(std::ptr::null_mut()),
         reported: AtomicU64::new(u64::MAX),
         sleeping: AtomicBool::new(false),
         listed: AtomicBool::new(false),

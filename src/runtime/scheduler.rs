@@ -160,6 +160,14 @@ impl SchedulerBuilder {
                 &e,
             ));
         }
+        if let Err(e) = crate::debug::stall::start(&shared) {
+            shared.stop_threads();
+            return Err(ConfigError::thread_start(
+                format!("{}-stall", shared.config.name),
+                shared.config.min_threads,
+                &e,
+            ));
+        }
         Ok(Scheduler::from_shared(shared))
     }
 }

@@ -34,7 +34,7 @@
 
 use std::io;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -98,13 +98,40 @@ pub(crate) struct Shared {
     /// The IO reactor, made at the first socket a task waits on.
     reactor: OnceLock<Arc<Reactor>>,
     reactor_init: Mutex<()>,
+    /// The registry of live tasks, for task dumps (`live.rs`).
+    pub(crate) live: super::live::Registry,
+    /// The stall watcher's thread, if `stall_report` is on
+    /// (`debug/stall.rs`); unparked at shutdown.
+    pub(crate) stall_watcher: OnceLock<std::thread::Thread>,
+}
+
+impl Shared {
+    /// Keeps a thread of the scheduler's to join at shutdown.
+    pub(crate) fn adopt_thread(&self, h: std::thread::JoinHandle<()>) {
+        self.join_handles.lock().push(h);
+    }
+}
+
+/// Every scheduler of the process, for `gofer::debug::dump` (weak: a
+/// scheduler's last handle frees it as before).
+static SCHEDULERS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+fn register_scheduler(s: &Arc<Shared>) {
+    let mut all = SCHEDULERS.lock();
+    all.retain(|w| w.strong_count() > 0);
+    all.push(Arc::downgrade(s));
+}
+
+/// Every scheduler of the process that is still alive.
+pub(crate) fn all_schedulers() -> Vec<Arc<Shared>> {
+    SCHEDULERS.lock().iter().filter_map(Weak::upgrade).collect()
 }
 
 impl Shared {
     pub(crate) fn new(config: Config) -> Arc<Shared> {
         let timers = Timers::new(config.min_threads);
         let stacks = Stacks::new(config.stack_size, config.stack_cache, config.dense_stacks);
-        Arc::new(Shared {
+        let shared = Arc::new(Shared {
             config,
             procs: RwLock::new(Arc::new(Vec::new())),
             procs_gen: AtomicU64::new(0),
@@ -129,7 +156,11 @@ impl Shared {
             dispatch: DispatchState::default(),
             reactor: OnceLock::new(),
             reactor_init: Mutex::new(()),
-        })
+            live: super::live::Registry::new(),
+            stall_watcher: OnceLock::new(),
+        });
+        register_scheduler(&shared);
+        shared
     }
 
     /// The IO reactor, made on first use.
@@ -335,7 +366,9 @@ impl Shared {
             return Err(SpawnError::Shutdown);
         }
         self.spawned.fetch_add(1, Ordering::Relaxed);
-        Ok(make(self.clone(), name, stack_size, pin))
+        let r = make(self.clone(), name, stack_size, pin);
+        context::register_live(self, &r, inside);
+        Ok(r)
     }
 
     /// Spawns a task: the one path behind `go!`, `Builder`, `spawn` and
@@ -508,6 +541,9 @@ impl Shared {
     fn stop_threads_locked(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         self.wake_all();
+        if let Some(t) = self.stall_watcher.get() {
+            t.unpark();
+        }
         let me = std::thread::current().id();
         let join_all = || {
             let handles = std::mem::take(&mut *self.join_handles.lock());

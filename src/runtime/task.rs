@@ -40,15 +40,18 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
+use std::panic::Location;
 use std::ptr::NonNull;
-use std::sync::atomic::{self, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{self, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use context::Context;
 
+use super::live;
 use super::next_slot::Token;
 use super::park_state::{ParkOutcome, ParkState};
 use super::shared::Shared;
+use super::wait::{WaitOn, WaitRecord};
 use crate::coroutine::stack::StackMem;
 use crate::error::JoinError;
 
@@ -161,6 +164,13 @@ pub(crate) const NO_HOME: usize = usize::MAX;
 /// Not pinned: any Processer may run the task.
 pub(crate) const NO_PIN: usize = usize::MAX;
 
+/// [`TaskHeader::phase`]: spawned, not started yet.
+pub(crate) const PHASE_NEW: u8 = 0;
+/// [`TaskHeader::phase`]: started (running, queued or parked).
+pub(crate) const PHASE_STARTED: u8 = 1;
+/// [`TaskHeader::phase`]: finished, waiting in its Processer's gc queue.
+pub(crate) const PHASE_DONE: u8 = 2;
+
 /// The part of a task only the holder of its [`Runnable`] may touch.
 pub(crate) struct RunState {
     /// The saved coroutine context; `None` before the first run and after
@@ -171,6 +181,11 @@ pub(crate) struct RunState {
     /// Whether the task has not been started yet (its closure, in the
     /// cell, is still to run or to fail).
     pub(crate) fresh: bool,
+    /// `ctx` was saved by a task dump's stack walk (`debug/walk.rs`), which
+    /// runs on top of the task's own saved context: resuming it runs the
+    /// walk's frame, which returns into the task. A later dump resumes the
+    /// walk's frame rather than stacking another on top.
+    pub(crate) in_walk: bool,
 }
 
 /// The shared header of one task: the first field of its cell.
@@ -208,6 +223,20 @@ pub(crate) struct TaskHeader {
     run: UnsafeCell<RunState>,
     /// Coroutine-local values; touched only by the task itself while it runs.
     pub(crate) locals: UnsafeCell<LocalMap>,
+    /// Where the user spawned the task (`#[track_caller]` through `spawn`,
+    /// `go!`, `Builder::spawn`).
+    pub(crate) spawned_at: Option<&'static Location<'static>>,
+    /// [`PHASE_NEW`], [`PHASE_STARTED`] or [`PHASE_DONE`]. Written by the
+    /// holder of the execution right; read by task dumps. Relaxed: a dump
+    /// that sees a stale phase reports a task that moved on at that
+    /// instant, and it reads nothing else on the strength of it.
+    pub(crate) phase: AtomicU8,
+    /// What the task waits on when parked (see `wait.rs`); guarded by the
+    /// execution right.
+    wait: UnsafeCell<WaitRecord>,
+    /// Where the task sits in its scheduler's registry of live tasks (see
+    /// `live.rs`); guarded by the execution right.
+    live: UnsafeCell<live::Entry>,
 }
 
 // SAFETY: the non-Sync fields are `run` and `locals` (UnsafeCell). `run` is
@@ -234,6 +263,7 @@ impl TaskHeader {
         stack_size: usize,
         pin: Option<usize>,
         migratable: bool,
+        spawned_at: Option<&'static Location<'static>>,
         vtable: &'static TaskVTable,
     ) -> TaskHeader {
         TaskHeader {
@@ -253,9 +283,28 @@ impl TaskHeader {
                 ctx: None,
                 stack: None,
                 fresh: true,
+                in_walk: false,
             }),
             locals: UnsafeCell::new(LocalMap::default()),
+            spawned_at,
+            phase: AtomicU8::new(PHASE_NEW),
+            wait: UnsafeCell::new(WaitRecord::new()),
+            live: UnsafeCell::new(live::Entry::NONE),
         }
+    }
+
+    /// The running task names what it is about to park on.
+    ///
+    /// # Safety
+    /// Called by the task itself, running (it holds its execution right),
+    /// just before it switches out to park.
+    #[inline]
+    pub(crate) unsafe fn set_wait(&self, on: WaitOn, deadline: Option<std::time::Instant>) {
+        // SAFETY: the record is guarded by the execution right, which the
+        // caller holds (contract).
+        let w = unsafe { &mut *self.wait.get() };
+        w.on = on;
+        w.deadline = deadline;
     }
 
     /// The Processer this task must run on, if any (see the field).
@@ -398,7 +447,7 @@ unsafe impl Token for Runnable {
     type Target = TaskHeader;
 
     fn into_raw(self) -> *mut TaskHeader {
-        self.0.into_raw().cast_mut()
+        ManuallyDrop::new(self).0.as_ptr().cast_mut()
     }
 
     unsafe fn from_raw(p: *mut TaskHeader) -> Runnable {
@@ -410,6 +459,28 @@ unsafe impl Token for Runnable {
 impl Runnable {
     pub(crate) fn header(&self) -> &TaskRef {
         &self.0
+    }
+
+    /// The task's entry in the registry of live tasks.
+    #[inline]
+    pub(crate) fn live(&self) -> live::Entry {
+        // SAFETY: guarded by the execution right, which this token is.
+        unsafe { *self.0.live.get() }
+    }
+
+    /// Notes the task's entry in the registry of live tasks.
+    #[inline]
+    pub(crate) fn set_live(&self, e: live::Entry) {
+        // SAFETY: guarded by the execution right, which this token is; no
+        // reference into the cell is held across this write.
+        unsafe { *self.0.live.get() = e }
+    }
+
+    /// The task's wait record (see `wait.rs`).
+    pub(crate) fn wait_mut(&mut self) -> &mut WaitRecord {
+        // SAFETY: guarded by the execution right, which `&mut self` on the
+        // token proves.
+        unsafe { &mut *self.0.wait.get() }
     }
 
     /// The task's run state.
@@ -448,6 +519,56 @@ impl Runnable {
     }
 }
 
+impl Drop for Runnable {
+    /// The right to run the task ends here: the task finished, or it is
+    /// dropped without having run. It leaves the registry of live tasks
+    /// before its reference goes (see `live.rs`), unless its Processer's gc
+    /// batch already took it out.
+    fn drop(&mut self) {
+        if self.live().is_registered() {
+            live::unregister(self);
+        }
+    }
+}
+
+/// A task dump's hold on a parked task: the execution right, taken with
+/// `PARKED -> DUMPING` and given back when dropped (see `park_state.rs`).
+pub(crate) struct DumpHold(TaskRef);
+
+impl DumpHold {
+    /// Takes the right to run `t` if it is parked.
+    pub(crate) fn try_take(t: &TaskRef) -> Option<DumpHold> {
+        t.park.try_begin_dump().then(|| DumpHold(t.clone()))
+    }
+
+    /// The task's run state.
+    pub(crate) fn run(&mut self) -> &mut RunState {
+        // SAFETY: we hold the execution right (DUMPING), and `&mut self`
+        // makes this the only reference to the run state.
+        unsafe { &mut *self.0.run.get() }
+    }
+
+    /// The task's wait record.
+    pub(crate) fn wait(&self) -> WaitRecord {
+        // SAFETY: guarded by the execution right, which we hold.
+        unsafe { *self.0.wait.get() }
+    }
+}
+
+impl Drop for DumpHold {
+    fn drop(&mut self) {
+        if self.0.park.end_dump() {
+            // An unpark came meanwhile and left the task to us: the
+            // reference the parked state kept is ours to schedule, as an
+            // unparker's win would make it.
+            // SAFETY: Runnable::park leaked one reference into PARKED, and
+            // end_dump's `true` hands it to us alone.
+            let r = Runnable(unsafe { TaskRef::from_raw(self.0.as_ptr()) });
+            super::context::schedule(r);
+        }
+    }
+}
+
 /// Wakes a task. Returns the execution right when this call moved the task
 /// out of `PARKED`.
 ///
@@ -476,6 +597,22 @@ pub(crate) unsafe fn unpark_raw(header: *const TaskHeader) -> Option<Runnable> {
     } else {
         None
     }
+}
+
+/// Switches the running task out to park, naming what it waits on (for
+/// task dumps; see `wait.rs`).
+///
+/// # Safety
+/// `h` is the header of the task running this code.
+#[inline]
+pub(crate) unsafe fn suspend_parked(
+    h: &TaskHeader,
+    on: WaitOn,
+    deadline: Option<std::time::Instant>,
+) {
+    // SAFETY: per the contract, we are `h`'s task, running.
+    unsafe { h.set_wait(on, deadline) };
+    crate::coroutine::switch::suspend(crate::coroutine::switch::Suspend::Park);
 }
 
 /// Consumes a pending token from inside the task. Returns whether there

@@ -72,6 +72,7 @@ use super::context;
 use super::shared::{find_processer, Shared};
 use super::task::{self, TaskRef};
 use super::timer_heap::{TimerHeap, TimerKey};
+use super::wait::WaitOn;
 
 /// Due entries taken off a queue per lock hold.
 const FIRE_BATCH: usize = 256;
@@ -362,19 +363,23 @@ impl Shared {
 /// Parks the running task `h` until it is unparked or `deadline` passes
 /// (`None`: until unparked). May return spuriously. The building block of
 /// every timed wait.
-pub(crate) fn park_until(h: &TaskRef, deadline: Option<Instant>) {
+///
+/// `h` is the running task; `on` names what it waits for (task dumps).
+pub(crate) fn park_until(h: &TaskRef, deadline: Option<Instant>, on: WaitOn) {
     if task::take_token(h) {
         return;
     }
     let Some(deadline) = deadline else {
-        crate::coroutine::switch::suspend(crate::coroutine::switch::Suspend::Park);
+        // SAFETY: `h` is the running task (contract).
+        unsafe { task::suspend_parked(h, on, None) };
         return;
     };
     if deadline <= Instant::now() {
         return;
     }
     let entry = h.shared.add_timer(deadline, Action::Wake(h.clone()));
-    crate::coroutine::switch::suspend(crate::coroutine::switch::Suspend::Park);
+    // SAFETY: `h` is the running task (contract).
+    unsafe { task::suspend_parked(h, on, Some(deadline)) };
     // Woken early or by the timer: either way the entry goes now (a no-op
     // if it fired), so a finished wait leaves nothing behind.
     h.shared.remove_timer(entry);

@@ -12,6 +12,7 @@
 //! cannot be counted in generation `k`. Waiters wait on their own token, so
 //! stale or spurious wake-ups do not release them early.
 
+use crate::runtime::wait::WaitOn;
 use std::fmt;
 
 use super::waitqueue::{WaitOptions, WaitQueue, Wakes};
@@ -72,7 +73,7 @@ impl Barrier {
         q.arrived += 1;
         if q.arrived < self.n {
             let r = q.wait(
-                WaitOptions::default(),
+                WaitOptions::on(WaitOn::Sync("barrier wait")),
                 || {},
                 |q| {
                     // Only reached when unwinding: this party no longer counts.

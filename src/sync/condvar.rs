@@ -21,6 +21,7 @@
 //! queue lock (see `waitqueue.rs`), so a later `notify_one` goes to someone
 //! still waiting; if the notify won that race, the wait reports success.
 
+use crate::runtime::wait::WaitOn;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -113,7 +114,7 @@ impl Condvar {
         let raw = MutexGuard::mutex(guard).raw();
         let opts = WaitOptions {
             deadline,
-            ..WaitOptions::default()
+            ..WaitOptions::on(WaitOn::Condvar)
         };
         // Link first, then unlock the mutex (module docs). The guard stays
         // borrowed, so its holder cannot touch the data while unlocked.

@@ -50,6 +50,7 @@
 //! the Release of the unlock that cleared it (or of the token store, for a
 //! hand-off); `PARKED` carries no data and is Relaxed.
 
+use crate::runtime::wait::WaitOn;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
@@ -207,7 +208,7 @@ impl RawMutex {
                 since: Some(*since.get_or_insert_with(Instant::now)),
                 front,
                 deadline,
-                ..WaitOptions::default()
+                ..WaitOptions::on(WaitOn::Mutex)
             };
             let r = q.wait(
                 opts,

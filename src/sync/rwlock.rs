@@ -55,6 +55,7 @@
 //! that left (they are read-modify-writes, so they form one release
 //! sequence) and passes them on through the Release token store.
 
+use crate::runtime::wait::WaitOn;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
@@ -307,7 +308,11 @@ impl<T: ?Sized> RwLock<T> {
             let opts = WaitOptions {
                 kind,
                 deadline,
-                ..WaitOptions::default()
+                ..WaitOptions::on(if kind == READ {
+                    WaitOn::RwLockRead
+                } else {
+                    WaitOn::RwLockWrite
+                })
             };
             // A token is a grant: the granter already counted us in.
             return q.wait(opts, || {}, |q| self.grant(q)).is_ok();

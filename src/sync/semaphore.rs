@@ -35,6 +35,7 @@
 //! Release of the release that made the permit available (CAS or token
 //! store).
 
+use crate::runtime::wait::WaitOn;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -181,7 +182,7 @@ impl Semaphore {
         }
         let opts = WaitOptions {
             deadline,
-            ..WaitOptions::default()
+            ..WaitOptions::on(WaitOn::Sync("semaphore acquire"))
         };
         q.wait(opts, || {}, |q| self.on_leave(q)).is_ok()
     }

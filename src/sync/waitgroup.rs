@@ -20,6 +20,7 @@
 //! Acquire load of zero (or the waker's AcqRel decrement, passed on through
 //! the wake token) orders every job's work before `wait` returns.
 
+use crate::runtime::wait::WaitOn;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -129,7 +130,11 @@ impl WaitGroup {
         if self.inner.count.load(Ordering::Acquire) == 0 {
             return;
         }
-        let r = q.wait(WaitOptions::default(), || {}, |_| Wakes::new());
+        let r = q.wait(
+            WaitOptions::on(WaitOn::Sync("wait group wait")),
+            || {},
+            |_| Wakes::new(),
+        );
         debug_assert!(r.is_ok(), "a wait without a deadline cannot time out");
     }
 

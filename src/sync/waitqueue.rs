@@ -60,6 +60,7 @@
 //! (Acquire), so everything the notifier did before notifying (for example,
 //! marking the lock as handed over) is visible to the woken waiter.
 
+use crate::runtime::wait::WaitOn;
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomPinned;
 use std::ops::{Deref, DerefMut};
@@ -122,7 +123,7 @@ impl Waiter {
 pub(crate) struct TimedOut;
 
 /// How to wait: see [`QueueGuard::wait`].
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct WaitOptions {
     /// Primitive-specific kind of waiter, readable by notifiers.
     pub(crate) kind: usize,
@@ -133,6 +134,21 @@ pub(crate) struct WaitOptions {
     pub(crate) front: bool,
     /// Give up at this instant.
     pub(crate) deadline: Option<Instant>,
+    /// What task dumps say the waiter waits on.
+    pub(crate) on: WaitOn,
+}
+
+impl WaitOptions {
+    /// Waiting at the back of the queue, with no deadline, on `on`.
+    pub(crate) fn on(on: WaitOn) -> WaitOptions {
+        WaitOptions {
+            kind: 0,
+            since: None,
+            front: false,
+            deadline: None,
+            on,
+        }
+    }
 }
 
 /// The list and the primitive's bookkeeping, under the queue lock.
@@ -371,12 +387,12 @@ impl<'a, T> QueueGuard<'a, T> {
                 return Ok(t);
             }
             match opts.deadline {
-                None => park::park(),
+                None => park::park_on(opts.on),
                 Some(d) => {
                     if Instant::now() >= d {
                         return enrolled.cancel();
                     }
-                    park::park_deadline(d);
+                    park::park_deadline_on(d, opts.on);
                 }
             }
         }

@@ -87,6 +87,7 @@ impl Builder {
     /// Errors: a stack size out of range, a pin to a Processer that does not
     /// exist, a scheduler that is shutting down, no stack memory left, or a
     /// default scheduler that cannot start.
+    #[track_caller]
     pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -113,6 +114,7 @@ impl Builder {
 /// # Panics
 /// If the task cannot be spawned; use [`Builder::spawn`] to get the
 /// [`SpawnError`] instead.
+#[track_caller]
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,

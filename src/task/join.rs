@@ -90,6 +90,7 @@ use super::park::Task;
 use crate::error::{contain, JoinError};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{Runnable, TaskHeader, TaskId, TaskRef, TaskVTable};
+use crate::runtime::wait::WaitOn;
 
 const DONE: u8 = 1;
 const WAITING: u8 = 2;
@@ -387,6 +388,7 @@ pub(crate) fn new_task<F, T>(
     stack_size: usize,
     pin: Option<usize>,
     migratable: bool,
+    spawned_at: &'static std::panic::Location<'static>,
 ) -> (Runnable, JoinHandle<T>)
 where
     F: FnOnce() -> T + Send + 'static,
@@ -398,6 +400,7 @@ where
         stack_size,
         pin,
         migratable,
+        Some(spawned_at),
         &TaskCell::<F, T>::VTABLE,
     );
     let cell = Box::new(TaskCell {
@@ -462,8 +465,9 @@ impl<T> JoinHandle<T> {
         }
         if !inner.register(Waiter::Park(super::park::current())) {
             // Park until DONE: park may wake spuriously, hence the loop.
+            let on = WaitOn::Join(self.id().as_u64());
             while inner.state.load(Ordering::Acquire) & DONE == 0 {
-                super::park::park();
+                super::park::park_on(on);
             }
         }
         inner.take()

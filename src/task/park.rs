@@ -22,6 +22,7 @@ use crate::coroutine::switch::{suspend, Suspend};
 use crate::runtime::context;
 use crate::runtime::task::{self, TaskHeader, TaskId, TaskRef};
 use crate::runtime::timer;
+use crate::runtime::wait::WaitOn;
 
 /// A handle to a task or thread that can be woken with [`unpark`](Task::unpark).
 ///
@@ -122,6 +123,11 @@ pub fn current() -> Task {
 ///
 /// May return spuriously; see the module docs.
 pub fn park() {
+    park_on(WaitOn::Park);
+}
+
+/// [`park`], naming what the task waits for (task dumps).
+pub(crate) fn park_on(on: WaitOn) {
     match context::current_task_ptr() {
         Some(h) => {
             // SAFETY: the pointer is the running task's header, kept alive by
@@ -130,7 +136,8 @@ pub fn park() {
             if task::take_token(h) {
                 return;
             }
-            suspend(Suspend::Park);
+            // SAFETY: `h` is the running task's header.
+            unsafe { task::suspend_parked(h, on, None) };
             // Resumed by an unparker (which set EMPTY) or by the Processer
             // after it consumed a token that raced the switch-out.
         }
@@ -151,8 +158,13 @@ pub fn park_timeout(timeout: Duration) {
 
 /// Parks until unparked or until `deadline`. May return spuriously.
 pub(crate) fn park_deadline(deadline: Instant) {
+    park_deadline_on(deadline, WaitOn::Park);
+}
+
+/// [`park_deadline`], naming what the task waits for (task dumps).
+pub(crate) fn park_deadline_on(deadline: Instant, on: WaitOn) {
     match context::current_task() {
-        Some(h) => timer::park_until(&h, Some(deadline)),
+        Some(h) => timer::park_until(&h, Some(deadline), on),
         None => {
             let now = Instant::now();
             if deadline > now {
@@ -180,7 +192,8 @@ pub(crate) fn park_or_yield(h: &TaskHeader) {
     if task::take_token(h) {
         suspend(Suspend::Yield);
     } else {
-        suspend(Suspend::Park);
+        // SAFETY: `h` is the running task (the caller's poll loop runs on it).
+        unsafe { task::suspend_parked(h, WaitOn::Future, None) };
     }
 }
 

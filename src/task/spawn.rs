@@ -15,7 +15,9 @@ use crate::runtime::context;
 use crate::runtime::scheduler::Scheduler;
 use crate::runtime::shared::Shared;
 
-/// Spawns `f` on `shared` with the given options.
+/// Spawns `f` on `shared` with the given options. The task's spawn site
+/// (task dumps) is the caller's, through every `#[track_caller]` above.
+#[track_caller]
 pub(crate) fn spawn_on<F, T>(
     shared: &Arc<Shared>,
     name: Option<String>,
@@ -28,6 +30,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    let at = std::panic::Location::caller();
     let mut f = Some(f);
     let mut handle = None;
     shared.spawn(
@@ -36,7 +39,7 @@ where
         pin,
         &mut |shared, name, stack_size, pin| {
             let f = f.take().expect("a task is made once");
-            let (r, h) = join::new_task(f, shared, name, stack_size, pin, migratable);
+            let (r, h) = join::new_task(f, shared, name, stack_size, pin, migratable, at);
             handle = Some(h);
             r
         },
@@ -45,6 +48,7 @@ where
 }
 
 /// Spawns a detached closure (a user timer's run).
+#[track_caller]
 pub(crate) fn spawn_closure<F>(shared: &Arc<Shared>, f: F) -> Result<(), SpawnError>
 where
     F: FnOnce() + Send + 'static,
@@ -59,6 +63,7 @@ impl Scheduler {
     /// If the task cannot be spawned (the scheduler is shut down, or no stack
     /// memory is left); use [`Builder::spawn`](crate::Builder::spawn) to get
     /// the [`SpawnError`] instead.
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -96,6 +101,7 @@ impl Scheduler {
     ///
     /// # Panics
     /// Re-raises a panic of `f`, and panics if the task cannot be spawned.
+    #[track_caller]
     pub fn block_on<'a, F, T>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send + 'a,
@@ -125,6 +131,7 @@ impl Scheduler {
     }
 
     /// [`block_on`](Self::block_on) for a `'static` closure.
+    #[track_caller]
     fn run_static<F, T>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send + 'static,
@@ -136,11 +143,12 @@ impl Scheduler {
                 Err(e) => resume(e),
             };
         }
+        let at = std::panic::Location::caller();
         let mut f = Some(f);
         let handle = OnceCell::new();
         let mut make = |shared, name, stack_size, pin| {
             let f = f.take().expect("a task is made once");
-            let (r, h) = join::new_task(f, shared, name, stack_size, pin, false);
+            let (r, h) = join::new_task(f, shared, name, stack_size, pin, false, at);
             let _ = handle.set(h);
             r
         };

@@ -3,12 +3,14 @@
 
 use std::time::{Duration, Instant};
 
+use crate::runtime::wait::WaitOn;
+
 /// Sleeps the current task (or thread, outside a task) for `d`.
 pub fn sleep(d: Duration) {
     match Instant::now().checked_add(d) {
         Some(deadline) => sleep_until(deadline),
         None => loop {
-            crate::task::park::park();
+            crate::task::park::park_on(WaitOn::Sleep);
         },
     }
 }
@@ -17,6 +19,6 @@ pub fn sleep(d: Duration) {
 pub fn sleep_until(deadline: Instant) {
     // park_deadline may return early (a stray unpark); loop until due.
     while Instant::now() < deadline {
-        crate::task::park::park_deadline(deadline);
+        crate::task::park::park_deadline_on(deadline, WaitOn::Sleep);
     }
 }

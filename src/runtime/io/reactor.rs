@@ -269,7 +269,7 @@ impl Registration {
             return wait_once(self.fd, interest, deadline);
         }
         self.state
-            .wait(&task, interest, deadline)
+            .wait(&task, interest, deadline, self.fd)
             .map_err(|TimedOut| io::ErrorKind::TimedOut.into())
     }
 

@@ -54,6 +54,7 @@ use parking_lot::Mutex;
 use super::epoll;
 use crate::runtime::task::{self, Runnable, TaskHeader, TaskRef};
 use crate::runtime::timer::park_until;
+use crate::runtime::wait::WaitOn;
 
 pub(crate) const READABLE: u32 = 1;
 pub(crate) const WRITABLE: u32 = 2;
@@ -297,7 +298,12 @@ impl IoState {
         task: &TaskRef,
         interest: Interest,
         deadline: Option<Instant>,
+        fd: i32,
     ) -> Result<(), TimedOut> {
+        let on = match interest {
+            Interest::Read => WaitOn::Readable(fd),
+            _ => WaitOn::Writable(fd),
+        };
         let node = pin!(Waiter {
             task: task.as_ptr(),
             mask: interest.mask(),
@@ -330,7 +336,7 @@ impl IoState {
                     Err(TimedOut)
                 };
             }
-            park_until(task, deadline);
+            park_until(task, deadline, on);
             let notified = {
                 let _list = self.waiters.lock();
                 node.notified.get()

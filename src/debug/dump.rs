@@ -1,0 +1,422 @@
+//! Taking a task dump: the live tasks of a scheduler, each with its state,
+//! what it waits on and since when, where it was spawned, and for a parked
+//! task, its stack.
+//!
+//! A dump lists the scheduler's registry of live tasks (`runtime/live.rs`),
+//! holding a reference to each, then looks at each task in turn:
+//!
+//! 1. finished (waiting to be freed): left out;
+//! 2. not started: [`TaskState::New`];
+//! 3. switched in on a Processer right now: [`TaskState::Running`];
+//! 4. parked: the dump takes its right to run (`PARKED -> DUMPING`), reads
+//!    its wait record and walks its stack (`walk.rs`), then gives the right
+//!    back; an unpark that came meanwhile is carried out by the dump then.
+//!    A parked task is reported only from inside that hold, so what is said
+//!    about it is what it was at that instant;
+//! 5. otherwise (queued, or between two of these states): `Runnable`.
+//!
+//! Taking a dump never resumes a task's code, never drops a wake-up and
+//! never frees a task: the worst it does to a task is delay its wake-up by
+//! one stack walk (microseconds).
+//!
+//! Stacks are walked to return addresses only; the same stack (the same
+//! addresses) is symbolized once, so a dump of 100,000 tasks parked in one
+//! place resolves one stack.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::Location;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::walk::{self, NoWalk, WalkJob};
+use crate::runtime::shared::Shared;
+use crate::runtime::task::{DumpHold, TaskRef, PHASE_DONE, PHASE_NEW};
+use crate::runtime::wait::WaitOn;
+
+/// What a task was doing when the dump looked at it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskState {
+    /// Switched in on a Processer's thread: running its code, or blocking
+    /// that thread.
+    Running,
+    /// Started, and queued to run again (it yielded, or was woken), or
+    /// between two states at the instant the dump looked.
+    Runnable,
+    /// Parked: waiting for a wake-up ([`TaskDump::waiting_on`] says which).
+    Parked,
+    /// Spawned, and not started yet.
+    New,
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TaskState::Running => "running",
+            TaskState::Runnable => "runnable",
+            TaskState::Parked => "parked",
+            TaskState::New => "new",
+        })
+    }
+}
+
+/// One task in a [`Dump`].
+#[derive(Clone, Debug)]
+pub struct TaskDump {
+    id: u64,
+    name: Option<Box<str>>,
+    state: TaskState,
+    waiting_on: Option<String>,
+    waited: Option<Duration>,
+    spawned_at: Option<&'static Location<'static>>,
+    backtrace: Option<Arc<str>>,
+    /// Grouping key: the interned stack (addresses), if walked.
+    stack: Option<usize>,
+    /// What it waits on, without the parts that differ between tasks
+    /// parked at one place (time left), for grouping.
+    wait_kind: Option<String>,
+    /// Why a parked task's stack was not walked.
+    no_walk: Option<&'static str>,
+    /// A timer, a socket or a foreign future may wake the parked task: it
+    /// is no part of a stall.
+    wakes_by_itself: bool,
+}
+
+impl TaskDump {
+    /// The task's id (as [`TaskId::as_u64`](crate::TaskId::as_u64)).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The task's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// What the task was doing.
+    pub fn state(&self) -> TaskState {
+        self.state
+    }
+
+    /// For a parked task, what it waits for: `channel receive`, `mutex
+    /// lock`, `sleep (1.2s left)`, `join of task 17`, `fd 7 readable`,
+    /// `park`, ...
+    pub fn waiting_on(&self) -> Option<&str> {
+        self.waiting_on.as_deref()
+    }
+
+    /// For a parked task, how long it has been parked. Measured from its
+    /// Processer's coarse clock, which is read every 61 task switches and
+    /// whenever the Processer wakes: it can over-report by the time those
+    /// switches took.
+    pub fn waited(&self) -> Option<Duration> {
+        self.waited
+    }
+
+    /// Where the task was spawned: the call of `spawn`, `go!`,
+    /// `Builder::spawn`, `Scheduler::spawn` or `block_on` in the user's
+    /// code.
+    pub fn spawned_at(&self) -> Option<&'static Location<'static>> {
+        self.spawned_at
+    }
+
+    /// For a parked task, its stack: symbolized frames, innermost first,
+    /// one per line (`function at file:line`), without the runtime's
+    /// switching frames above and the task's root below. `None` for a task
+    /// that is running (its stack is in use), queued (its Processer may
+    /// resume it at any moment) or not started, and for a parked task whose
+    /// stack could not be walked safely (then [`waiting_on`] still says why
+    /// it waits).
+    ///
+    /// [`waiting_on`]: Self::waiting_on
+    pub fn backtrace(&self) -> Option<&str> {
+        self.backtrace.as_deref()
+    }
+
+    /// Whether a timer, a socket or a foreign future may wake this parked
+    /// task (the stall report's test).
+    pub(crate) fn wakes_by_itself(&self) -> bool {
+        self.wakes_by_itself
+    }
+}
+
+/// A snapshot of live tasks: see [`dump`](crate::debug::dump) and
+/// [`Scheduler::dump`](crate::Scheduler::dump).
+///
+/// `Display` prints it for a person: tasks in the same state, waiting on
+/// the same kind of thing, spawned at the same place and parked at the same
+/// stack are printed once, with their count (as Go's goroutine profile
+/// does).
+#[derive(Clone, Debug)]
+pub struct Dump {
+    tasks: Vec<TaskDump>,
+    schedulers: usize,
+    took: Duration,
+}
+
+impl Dump {
+    /// Every task in the dump, in no particular order.
+    pub fn tasks(&self) -> &[TaskDump] {
+        &self.tasks
+    }
+
+    /// How long taking the dump took.
+    pub fn took(&self) -> Duration {
+        self.took
+    }
+
+    /// Takes a dump of every live task of `schedulers`.
+    pub(crate) fn take(schedulers: &[Arc<Shared>]) -> Dump {
+        let started = Instant::now();
+        let mut taker = Taker::default();
+        for s in schedulers {
+            taker.scheduler(s);
+        }
+        let mut tasks = taker.tasks;
+        // Symbolize each distinct stack once.
+        let stacks: Vec<Arc<str>> = taker
+            .stacks
+            .iter()
+            .map(|ips| render_stack(ips, &mut taker.symbols))
+            .collect();
+        for t in &mut tasks {
+            if let Some(k) = t.stack {
+                t.backtrace = Some(stacks[k].clone());
+            }
+        }
+        tasks.sort_by_key(|t| t.id);
+        Dump {
+            tasks,
+            schedulers: schedulers.len(),
+            took: started.elapsed(),
+        }
+    }
+}
+
+/// The state of one dump in progress.
+#[derive(Default)]
+struct Taker {
+    tasks: Vec<TaskDump>,
+    /// Distinct stacks (return addresses), and their index by content.
+    stacks: Vec<Box<[usize]>>,
+    stack_index: HashMap<Box<[usize]>, usize>,
+    /// Symbols by address, across stacks.
+    symbols: HashMap<usize, Vec<walk::Symbol>>,
+}
+
+impl Taker {
+    fn scheduler(&mut self, s: &Arc<Shared>) {
+        let mut refs: Vec<TaskRef> = Vec::new();
+        s.live.for_each(&mut |t| refs.push(t));
+        let running: Vec<*mut crate::runtime::task::TaskHeader> = s
+            .processers_snapshot()
+            .iter()
+            .map(|p| p.current.load(std::sync::atomic::Ordering::Relaxed))
+            .collect();
+        let mut job = Box::new(WalkJob::new());
+        for t in refs {
+            self.task(&t, &running, &mut job);
+        }
+    }
+
+    fn task(
+        &mut self,
+        t: &TaskRef,
+        running: &[*mut crate::runtime::task::TaskHeader],
+        job: &mut WalkJob,
+    ) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let phase = t.phase.load(Relaxed);
+        if phase == PHASE_DONE {
+            return;
+        }
+        let mut d = TaskDump {
+            id: t.id.as_u64(),
+            name: t.name.clone(),
+            state: TaskState::Runnable,
+            waiting_on: None,
+            waited: None,
+            spawned_at: t.spawned_at,
+            backtrace: None,
+            stack: None,
+            wait_kind: None,
+            no_walk: None,
+            wakes_by_itself: false,
+        };
+        if phase == PHASE_NEW {
+            d.state = TaskState::New;
+        } else if let Some(mut hold) = DumpHold::try_take(t) {
+            d.state = TaskState::Parked;
+            let w = hold.wait();
+            let now = Instant::now();
+            d.wait_kind = Some(w.on.to_string());
+            d.waiting_on = Some(match w.deadline {
+                Some(dl) => format!("{} ({:.1?} left)", w.on, dl.saturating_duration_since(now)),
+                None => w.on.to_string(),
+            });
+            d.waited = w.since.map(|s| now.saturating_duration_since(s));
+            d.wakes_by_itself = w.deadline.is_some()
+                || matches!(
+                    w.on,
+                    WaitOn::Sleep | WaitOn::Readable(_) | WaitOn::Writable(_) | WaitOn::Future
+                );
+            let run = hold.run();
+            let walked = match run.stack.as_ref() {
+                // SAFETY: we hold the task's right to run (DumpHold), the
+                // context is its saved one on this stack, and `in_walk`
+                // tells whether a walk saved it.
+                Some(stack) => unsafe { walk::walk(&mut run.ctx, &mut run.in_walk, stack, job) },
+                None => Ok(()),
+            };
+            drop(hold); // the task's wake-up, if one came, goes out now
+            match walked {
+                Ok(()) if job.len > 0 => d.stack = Some(self.intern(job.frames())),
+                Ok(()) => {}
+                Err(NoWalk::TooDeep) => {
+                    d.no_walk = Some("stack not walked: too little of it is free")
+                }
+                Err(NoWalk::OnFiber) => {
+                    d.no_walk = Some("stack not walked: parked inside a fiber it runs")
+                }
+            }
+        } else if running.contains(&t.as_ptr().cast_mut()) {
+            d.state = TaskState::Running;
+        }
+        self.tasks.push(d);
+    }
+
+    fn intern(&mut self, ips: &[usize]) -> usize {
+        if let Some(&k) = self.stack_index.get(ips) {
+            return k;
+        }
+        let k = self.stacks.len();
+        let b: Box<[usize]> = ips.into();
+        self.stacks.push(b.clone());
+        self.stack_index.insert(b, k);
+        k
+    }
+}
+
+/// Symbolizes and trims one stack into the text `TaskDump::backtrace` gives.
+fn render_stack(ips: &[usize], cache: &mut HashMap<usize, Vec<walk::Symbol>>) -> Arc<str> {
+    let mut frames = Vec::new();
+    for &ip in ips {
+        let syms = cache.entry(ip).or_insert_with(|| walk::symbolize(ip));
+        frames.extend(syms.iter().cloned());
+    }
+    let kept = walk::trim(&frames);
+    let mut out = String::new();
+    for f in kept {
+        out.push_str(&f.name);
+        if let (Some(file), Some(line)) = (&f.file, f.line) {
+            out.push_str(&format!("\n    at {file}:{line}"));
+        }
+        out.push('\n');
+    }
+    out.into()
+}
+
+impl fmt::Display for Dump {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "gofer task dump: {} task{} in {} scheduler{} (taken in {:.1?})",
+            self.tasks.len(),
+            plural(self.tasks.len()),
+            self.schedulers,
+            plural(self.schedulers),
+            self.took
+        )?;
+        // Group: same state, wait kind, spawn site and stack.
+        type Key<'a> = (
+            TaskState,
+            Option<&'a str>,
+            Option<&'static Location<'static>>,
+            Option<&'a str>,
+            Option<&'static str>,
+        );
+        let mut groups: Vec<(Key<'_>, Vec<&TaskDump>)> = Vec::new();
+        let mut index: HashMap<Key<'_>, usize> = HashMap::new();
+        for t in &self.tasks {
+            let key: Key<'_> = (
+                t.state,
+                t.wait_kind.as_deref(),
+                t.spawned_at,
+                t.backtrace.as_deref(),
+                t.no_walk,
+            );
+            match index.get(&key) {
+                Some(&k) => groups[k].1.push(t),
+                None => {
+                    index.insert(key, groups.len());
+                    groups.push((key, vec![t]));
+                }
+            }
+        }
+        // Biggest groups first, as a profile reads.
+        groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.1[0].id.cmp(&b.1[0].id)));
+        for ((state, _, spawned_at, bt, no_walk), tasks) in &groups {
+            writeln!(f)?;
+            let first = tasks[0];
+            if tasks.len() == 1 {
+                write!(f, "task {}", first.id)?;
+                if let Some(n) = &first.name {
+                    write!(f, " '{n}'")?;
+                }
+                write!(f, " [{state}")?;
+                if let Some(w) = &first.waiting_on {
+                    write!(f, ": {w}")?;
+                }
+                if let Some(d) = first.waited {
+                    write!(f, ", for {d:.1?}")?;
+                }
+                writeln!(f, "]")?;
+            } else {
+                write!(f, "{} tasks [{state}", tasks.len())?;
+                if let Some(w) = &first.wait_kind {
+                    write!(f, ": {w}")?;
+                }
+                let waited: Vec<Duration> = tasks.iter().filter_map(|t| t.waited).collect();
+                if let (Some(lo), Some(hi)) = (waited.iter().min(), waited.iter().max()) {
+                    write!(f, ", for {lo:.1?} to {hi:.1?}")?;
+                }
+                write!(f, "]: ")?;
+                const SHOWN: usize = 10;
+                for (i, t) in tasks.iter().take(SHOWN).enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{}", t.id)?;
+                    if let Some(n) = &t.name {
+                        write!(f, " '{n}'")?;
+                    }
+                }
+                if tasks.len() > SHOWN {
+                    write!(f, ", ... ({} more)", tasks.len() - SHOWN)?;
+                }
+                writeln!(f)?;
+            }
+            if let Some(at) = spawned_at {
+                writeln!(f, "  spawned at {at}")?;
+            }
+            if let Some(bt) = bt {
+                for line in bt.lines() {
+                    writeln!(f, "  {line}")?;
+                }
+            }
+            if let Some(why) = no_walk {
+                writeln!(f, "  ({why})")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

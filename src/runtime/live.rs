@@ -1,0 +1,320 @@
+//! The registry of live tasks, which task dumps read.
+//!
+//! A task is *live* from its spawn until its [`Runnable`] is dropped (it
+//! finished and its Processer freed it, or it was dropped without running
+//! at shutdown). While it is live, its header's address sits in one slot of
+//! one [`Shard`] of its scheduler's registry.
+//!
+//! # Cost
+//!
+//! The registry must cost next to nothing when nobody dumps. So:
+//!
+//! - Each Processer thread owns a shard ([`ShardOwner`]) and fills its slots
+//!   without a lock or a read-modify-write: one Release store of the header
+//!   address into a free slot taken from its own free list. Spawns from
+//!   other threads go to the scheduler's *outside* shard, under its lock.
+//! - A task leaves its shard when its Processer frees it: the gc queue frees
+//!   finished tasks in batches, and the batch leaves under one lock per
+//!   shard it touches (almost always one).
+//!
+//! # The race this guards against
+//!
+//! A dump reads a slot's address, then takes a reference to the task (an
+//! increment of its count). Between the two, the task must not be freed.
+//! The shard's lock makes it so: a slot is emptied only under the lock, and
+//! the task's cell is freed only after its `Runnable` (one of the counted
+//! references) is dropped, which comes after the slot is emptied. A dump
+//! holds the lock while it reads the slots and takes its references:
+//!
+//! ```text
+//!  dump D                                 Processer P freeing task T
+//!  1. lock shard S                        1. lock shard S (waits for D)
+//!  2. load slot: T (Acquire)              2. empty T's slot (Release)
+//!  3. T.refs += 1 (T is alive: P has      3. unlock S
+//!     not emptied the slot yet)           4. drop T's Runnable: the cell
+//!  4. unlock S                               lives on while D's reference does
+//! ```
+//!
+//! A slot being filled while a dump reads it shows the new task or not;
+//! either is the truth at some instant of the dump.
+
+use std::cell::RefCell;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::task::{Runnable, TaskHeader, TaskRef};
+
+/// Slots per chunk.
+const CHUNK_SLOTS: usize = 256;
+
+/// One slot: a live task's header address, or null.
+type Slot = AtomicPtr<TaskHeader>;
+
+/// A block of slots. Chunks are linked into their shard's list when made
+/// and freed with the shard, so a slot's address stays valid as long as
+/// the scheduler does.
+struct Chunk {
+    slots: [Slot; CHUNK_SLOTS],
+    /// The chunk made before this one.
+    next: *mut Chunk,
+}
+
+/// Where a task is registered: its shard and its slot. Kept in the task's
+/// header, read and written only by the holder of the task's right to run
+/// (see `TaskHeader::live`).
+#[derive(Clone, Copy)]
+pub(crate) struct Entry {
+    shard: *const Shard,
+    slot: *const Slot,
+}
+
+impl Entry {
+    /// Not registered (or no longer).
+    pub(crate) const NONE: Entry = Entry {
+        shard: ptr::null(),
+        slot: ptr::null(),
+    };
+
+    pub(crate) fn is_registered(&self) -> bool {
+        !self.slot.is_null()
+    }
+}
+
+/// One shard of the registry.
+pub(crate) struct Shard {
+    /// The newest chunk (Release when a chunk is added; Acquire by dumps).
+    chunks: AtomicPtr<Chunk>,
+    /// Held by whoever empties a slot, by dumps while they read the slots,
+    /// and by spawns into the outside shard. Holds the slots emptied by
+    /// threads other than the owner, for the owner to take back.
+    locked: Mutex<Vec<*const Slot>>,
+    /// A Processer thread owns this shard (changed under the scheduler's
+    /// list lock).
+    owned: AtomicBool,
+}
+
+// SAFETY: the raw pointers name slots of this shard's own chunks, which live
+// as long as the shard; every access to the chunk list and the slots goes
+// through atomics or the lock.
+unsafe impl Send for Shard {}
+// SAFETY: as above.
+unsafe impl Sync for Shard {}
+
+impl Shard {
+    fn new() -> Shard {
+        Shard {
+            chunks: AtomicPtr::new(ptr::null_mut()),
+            locked: Mutex::new(Vec::new()),
+            owned: AtomicBool::new(false),
+        }
+    }
+
+    /// Makes a chunk, links it, and returns its slots' addresses. Only the
+    /// owner, or a holder of the lock for the outside shard, adds chunks.
+    fn grow(&self, free: &mut Vec<*const Slot>) {
+        let chunk = Box::into_raw(Box::new(Chunk {
+            slots: [const { AtomicPtr::new(ptr::null_mut()) }; CHUNK_SLOTS],
+            next: self.chunks.load(Ordering::Relaxed),
+        }));
+        // SAFETY: just made, not shared yet.
+        let slots = unsafe { &(*chunk).slots };
+        free.extend(slots.iter().rev().map(|s| s as *const Slot));
+        // Release: publishes the chunk's contents to dumps (Acquire).
+        self.chunks.store(chunk, Ordering::Release);
+    }
+
+    /// Calls `f` with every task registered here, under the lock.
+    fn for_each(&self, f: &mut dyn FnMut(TaskRef)) {
+        let _g = self.locked.lock();
+        // Acquire: pairs with `grow`'s Release.
+        let mut chunk = self.chunks.load(Ordering::Acquire);
+        while !chunk.is_null() {
+            // SAFETY: published chunks live as long as the shard.
+            let c = unsafe { &*chunk };
+            for slot in &c.slots {
+                // Acquire: pairs with `register`'s Release, so the header's
+                // fields are visible.
+                let t = slot.load(Ordering::Acquire);
+                if !t.is_null() {
+                    // SAFETY: a filled slot is emptied only under the lock we
+                    // hold, before the task's Runnable is dropped; so the
+                    // header is alive (module docs).
+                    f(unsafe { TaskRef::clone_from_ptr(t) });
+                }
+            }
+            chunk = c.next;
+        }
+    }
+
+    /// Registers `t` in the outside shard (a spawn from a thread that owns
+    /// no shard of this scheduler).
+    fn register_locked(&self, t: &Runnable) {
+        let mut free = self.locked.lock();
+        if free.is_empty() {
+            self.grow(&mut free);
+        }
+        let slot = free.pop().expect("a grown shard has free slots");
+        fill(self, slot, t);
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        let mut chunk = *self.chunks.get_mut();
+        while !chunk.is_null() {
+            // SAFETY: every chunk was made by `grow` with Box::into_raw and
+            // is freed once, here.
+            let c = unsafe { Box::from_raw(chunk) };
+            chunk = c.next;
+        }
+    }
+}
+
+/// Fills `slot` of `shard` with `t` and notes the entry in its header.
+fn fill(shard: &Shard, slot: *const Slot, t: &Runnable) {
+    let h = t.header();
+    // SAFETY: the slot belongs to `shard`, whose chunks outlive it.
+    // Release: pairs with the dump's Acquire load (module docs).
+    unsafe { &*slot }.store(h.as_ptr().cast_mut(), Ordering::Release);
+    t.set_live(Entry {
+        shard: shard as *const Shard,
+        slot,
+    });
+}
+
+/// A Processer thread's handle to the shard it owns: its private free list.
+pub(crate) struct ShardOwner {
+    shard: Arc<Shard>,
+    free: RefCell<Vec<*const Slot>>,
+}
+
+impl ShardOwner {
+    /// Registers a task spawned on this Processer's thread.
+    #[inline]
+    pub(crate) fn register(&self, t: &Runnable) {
+        let mut free = self.free.borrow_mut();
+        let slot = match free.pop() {
+            Some(s) => s,
+            None => {
+                // Take back the slots others emptied; grow if there are none.
+                std::mem::swap(&mut *free, &mut *self.shard.locked.lock());
+                if free.is_empty() {
+                    self.shard.grow(&mut free);
+                }
+                free.pop().expect("a grown shard has free slots")
+            }
+        };
+        fill(&self.shard, slot, t);
+    }
+}
+
+/// The registry of one scheduler: every shard ever made (shards are reused,
+/// never freed, until the scheduler is), and the outside shard.
+pub(crate) struct Registry {
+    shards: Mutex<Vec<Arc<Shard>>>,
+    outside: Shard,
+}
+
+impl Registry {
+    pub(crate) fn new() -> Registry {
+        Registry {
+            shards: Mutex::new(Vec::new()),
+            outside: Shard::new(),
+        }
+    }
+
+    /// A shard for a new Processer thread: one whose owner left, else a new
+    /// one.
+    pub(crate) fn take_shard(&self) -> ShardOwner {
+        let mut shards = self.shards.lock();
+        let shard = match shards.iter().find(|s| !s.owned.load(Ordering::Relaxed)) {
+            Some(s) => s.clone(),
+            None => {
+                let s = Arc::new(Shard::new());
+                shards.push(s.clone());
+                s
+            }
+        };
+        shard.owned.store(true, Ordering::Relaxed);
+        // The free slots: those the previous owner gave back, and those
+        // others emptied since.
+        let free = std::mem::take(&mut *shard.locked.lock());
+        ShardOwner {
+            shard,
+            free: RefCell::new(free),
+        }
+    }
+
+    /// Gives a Processer's shard back when its thread leaves.
+    pub(crate) fn give_back(&self, owner: ShardOwner) {
+        let ShardOwner { shard, free } = owner;
+        let _shards = self.shards.lock();
+        // The free slots go back with the shard for the next owner.
+        shard.locked.lock().extend(free.into_inner());
+        shard.owned.store(false, Ordering::Relaxed);
+    }
+
+    /// Registers a task spawned from outside the scheduler's Processers.
+    pub(crate) fn register_outside(&self, t: &Runnable) {
+        self.outside.register_locked(t);
+    }
+
+    /// Calls `f` with a reference to every live task.
+    pub(crate) fn for_each(&self, f: &mut dyn FnMut(TaskRef)) {
+        let shards: Vec<Arc<Shard>> = self.shards.lock().clone();
+        for s in &shards {
+            s.for_each(f);
+        }
+        self.outside.for_each(f);
+    }
+}
+
+/// Removes dead tasks from the registry, in one pass per shard: `batch`
+/// holds their Runnables, which the caller drops afterwards.
+pub(crate) fn unregister_batch(batch: &mut [Runnable]) {
+    let mut i = 0;
+    while i < batch.len() {
+        let e = batch[i].live();
+        if !e.is_registered() {
+            i += 1;
+            continue;
+        }
+        // SAFETY: a registered task's shard lives as long as its scheduler,
+        // which the task's header keeps alive.
+        let shard = unsafe { &*e.shard };
+        let mut freed = shard.locked.lock();
+        while i < batch.len() {
+            let e = batch[i].live();
+            if e.is_registered() {
+                if !ptr::eq(e.shard, shard) {
+                    break;
+                }
+                empty(&mut freed, &batch[i], e);
+            }
+            i += 1;
+        }
+    }
+}
+
+/// Removes one dead task from the registry (a Runnable dropped outside the
+/// gc queue's batches).
+pub(crate) fn unregister(t: &Runnable) {
+    let e = t.live();
+    if e.is_registered() {
+        // SAFETY: as in `unregister_batch`.
+        let shard = unsafe { &*e.shard };
+        empty(&mut shard.locked.lock(), t, e);
+    }
+}
+
+/// Empties `t`'s slot; the caller holds its shard's lock (`freed`).
+fn empty(freed: &mut Vec<*const Slot>, t: &Runnable, e: Entry) {
+    // SAFETY: the slot belongs to a live shard (see above). Release: orders
+    // our earlier accesses before a later dump's Acquire of the slot.
+    unsafe { &*e.slot }.store(ptr::null_mut(), Ordering::Release);
+    freed.push(e.slot);
+    t.set_live(Entry::NONE);
+}
