@@ -212,6 +212,7 @@ impl Taker {
         let running: Vec<*mut crate::runtime::task::TaskHeader> = s
             .processers_snapshot()
             .iter()
+            .filter(|p| p.running.load(std::sync::atomic::Ordering::Relaxed))
             .map(|p| p.current.load(std::sync::atomic::Ordering::Relaxed))
             .collect();
         let mut job = Box::new(WalkJob::new());

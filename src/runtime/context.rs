@@ -88,16 +88,23 @@ pub(crate) fn current_core_index(sched: &Shared) -> Option<usize> {
         .then_some(local.p.index)
 }
 
+/// This thread's Processer if it is one of `sched`'s (a pointer
+/// comparison, no reference count touched: it sits on the spawn path).
+pub(crate) fn local_of(sched: &Shared) -> Option<*const ProcLocal> {
+    let p = current_proc_ptr();
+    // SAFETY: see current_task_ptr.
+    (!p.is_null() && std::ptr::eq(unsafe { &*(*p).sched }, sched)).then_some(p)
+}
+
 /// Enters a newly made task in its scheduler's registry of live tasks
-/// (`live.rs`): in the shard of this thread's Processer when `inside` (this
-/// thread is one of `sched`'s Processers), else in the outside shard.
-pub(crate) fn register_live(sched: &Shared, r: &Runnable, inside: bool) {
-    if inside {
-        let p = current_proc_ptr();
-        // SAFETY: see current_task_ptr; `inside` says the pointer is set.
-        unsafe { (*p).live.register(r) };
-    } else {
-        sched.live.register_outside(r);
+/// (`live.rs`): in the shard of `local` (this thread's Processer, one of
+/// `sched`'s), else in the outside shard.
+pub(crate) fn register_live(sched: &Shared, r: &Runnable, local: Option<*const ProcLocal>) {
+    match local {
+        // SAFETY: `local_of` gave this thread's running Processer, which
+        // outlives the call.
+        Some(p) => unsafe { (*p).live.register(r) },
+        None => sched.live.register_outside(r),
     }
 }
 

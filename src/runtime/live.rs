@@ -38,7 +38,7 @@
 //! A slot being filled while a dump reads it shows the new task or not;
 //! either is the truth at some instant of the dump.
 
-use std::cell::RefCell;
+use std::cell::UnsafeCell;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
@@ -57,9 +57,9 @@ type Slot = AtomicPtr<TaskHeader>;
 /// and freed with the shard, so a slot's address stays valid as long as
 /// the scheduler does.
 struct Chunk {
-    slots: [Slot; CHUNK_SLOTS],
     /// The chunk made before this one.
     next: *mut Chunk,
+    slots: [Slot; CHUNK_SLOTS],
 }
 
 /// Where a task is registered: its shard and its slot. Kept in the task's
@@ -78,8 +78,14 @@ impl Entry {
         slot: ptr::null(),
     };
 
+    #[inline]
     pub(crate) fn is_registered(&self) -> bool {
         !self.slot.is_null()
+    }
+
+    /// The shard of a registered entry (it lives as long as the scheduler).
+    fn shard(&self) -> *const Shard {
+        self.shard
     }
 }
 
@@ -116,8 +122,8 @@ impl Shard {
     /// owner, or a holder of the lock for the outside shard, adds chunks.
     fn grow(&self, free: &mut Vec<*const Slot>) {
         let chunk = Box::into_raw(Box::new(Chunk {
-            slots: [const { AtomicPtr::new(ptr::null_mut()) }; CHUNK_SLOTS],
             next: self.chunks.load(Ordering::Relaxed),
+            slots: [const { AtomicPtr::new(ptr::null_mut()) }; CHUNK_SLOTS],
         }));
         // SAFETY: just made, not shared yet.
         let slots = unsafe { &(*chunk).slots };
@@ -174,9 +180,10 @@ impl Drop for Shard {
 }
 
 /// Fills `slot` of `shard` with `t` and notes the entry in its header.
+#[inline]
 fn fill(shard: &Shard, slot: *const Slot, t: &Runnable) {
     let h = t.header();
-    // SAFETY: the slot belongs to `shard`, whose chunks outlive it.
+    // SAFETY: the slot lies in a chunk of `shard`, which is alive.
     // Release: pairs with the dump's Acquire load (module docs).
     unsafe { &*slot }.store(h.as_ptr().cast_mut(), Ordering::Release);
     t.set_live(Entry {
@@ -188,26 +195,33 @@ fn fill(shard: &Shard, slot: *const Slot, t: &Runnable) {
 /// A Processer thread's handle to the shard it owns: its private free list.
 pub(crate) struct ShardOwner {
     shard: Arc<Shard>,
-    free: RefCell<Vec<*const Slot>>,
+    /// Touched only by the owning thread, never reentrantly (no user code
+    /// runs while it is borrowed).
+    free: UnsafeCell<Vec<*const Slot>>,
 }
 
 impl ShardOwner {
     /// Registers a task spawned on this Processer's thread.
     #[inline]
     pub(crate) fn register(&self, t: &Runnable) {
-        let mut free = self.free.borrow_mut();
+        // SAFETY: only the owning thread calls this (`ProcLocal` is not
+        // shared), and nothing below calls back into it.
+        let free = unsafe { &mut *self.free.get() };
         let slot = match free.pop() {
             Some(s) => s,
-            None => {
-                // Take back the slots others emptied; grow if there are none.
-                std::mem::swap(&mut *free, &mut *self.shard.locked.lock());
-                if free.is_empty() {
-                    self.shard.grow(&mut free);
-                }
-                free.pop().expect("a grown shard has free slots")
-            }
+            None => self.refill(free),
         };
         fill(&self.shard, slot, t);
+    }
+
+    /// Takes back the slots others emptied, or grows; returns one.
+    #[cold]
+    fn refill(&self, free: &mut Vec<*const Slot>) -> *const Slot {
+        std::mem::swap(free, &mut *self.shard.locked.lock());
+        if free.is_empty() {
+            self.shard.grow(free);
+        }
+        free.pop().expect("a grown shard has free slots")
     }
 }
 
@@ -244,7 +258,7 @@ impl Registry {
         let free = std::mem::take(&mut *shard.locked.lock());
         ShardOwner {
             shard,
-            free: RefCell::new(free),
+            free: UnsafeCell::new(free),
         }
     }
 
@@ -284,12 +298,12 @@ pub(crate) fn unregister_batch(batch: &mut [Runnable]) {
         }
         // SAFETY: a registered task's shard lives as long as its scheduler,
         // which the task's header keeps alive.
-        let shard = unsafe { &*e.shard };
+        let shard = unsafe { &*e.shard() };
         let mut freed = shard.locked.lock();
         while i < batch.len() {
             let e = batch[i].live();
             if e.is_registered() {
-                if !ptr::eq(e.shard, shard) {
+                if !ptr::eq(e.shard(), shard) {
                     break;
                 }
                 empty(&mut freed, &batch[i], e);
@@ -305,7 +319,7 @@ pub(crate) fn unregister(t: &Runnable) {
     let e = t.live();
     if e.is_registered() {
         // SAFETY: as in `unregister_batch`.
-        let shard = unsafe { &*e.shard };
+        let shard = unsafe { &*e.shard() };
         empty(&mut shard.locked.lock(), t, e);
     }
 }

@@ -181,9 +181,6 @@ impl ParkState {
         let mut s = self.0.load(Ordering::Relaxed);
         loop {
             let (to, success) = match s {
-                // A dump holds the task: leave the wake-up for it (Release:
-                // pairs with the dump's Acquire swap in `end_dump`).
-                DUMPING | DUMPING_NOTIFIED => (DUMPING_NOTIFIED, Ordering::Release),
                 // Already notified: still write (NOTIFIED -> NOTIFIED) with
                 // Release. Returning on the load alone would not publish the
                 // caller's writes: the task could consume the older token,
@@ -195,7 +192,10 @@ impl ParkState {
                 // AcqRel: Acquire pairs with try_park's Release (the saved
                 // context); Release publishes our writes to the woken task.
                 PARKED => (EMPTY, Ordering::AcqRel),
-                _ => unreachable!("park state {s}"),
+                // DUMPING or DUMPING_NOTIFIED: a dump holds the task; leave
+                // the wake-up for it (Release: pairs with the dump's Acquire
+                // swap in `end_dump`).
+                _ => (DUMPING_NOTIFIED, Ordering::Release),
             };
             match self
                 .0

@@ -564,9 +564,6 @@ impl ProcLocal {
         // the task switches back.
         let (ctx, why) = unsafe { switch::resume(ctx, &mut slot as *mut EntrySlot as usize) };
         self.current.set(std::ptr::null());
-        self.p
-            .current
-            .store(std::ptr::null_mut(), Ordering::Relaxed);
         self.p.running.store(false, Ordering::Relaxed);
         if self.sched.stacks.is_dense() {
             check_dense_stack(&mut t, &ctx);
@@ -587,7 +584,7 @@ impl ProcLocal {
             }
             Suspend::Park => {
                 t.run().ctx = Some(ctx);
-                t.wait_mut().since = Some(self.clock.get());
+                t.set_parked_since(self.clock.get());
                 if let Some(t) = t.park() {
                     // An unpark raced the switch-out: run it again.
                     self.push_local(t, Push::Quiet);

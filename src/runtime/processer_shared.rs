@@ -66,9 +66,9 @@ pub(crate) struct ProcesserShared {
     /// A task is switched in right now. Relaxed: a sample, paired with the
     /// switch counter by the Dispatcher.
     pub(crate) running: AtomicBool,
-    /// The header of the task switched in right now, or null. Relaxed: task
-    /// dumps compare it with the tasks they list, to call one running;
-    /// never dereferenced.
+    /// The header of the task switched in last (switched in now while
+    /// `running` is set). Relaxed: task dumps compare it with the tasks
+    /// they list, to call one running; never dereferenced.
     pub(crate) current: AtomicPtr<TaskHeader>,
     /// The switch count a busy peer found unchanged for the watch time
     /// (`dispatcher::watch_after`) and reported to the Dispatcher; stale as

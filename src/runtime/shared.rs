@@ -340,8 +340,9 @@ impl Shared {
         stack_size: Option<usize>,
         pin: Option<usize>,
         make: MakeTask<'_>,
-        inside: bool,
+        local: Option<*const ProcLocal>,
     ) -> Result<Runnable, SpawnError> {
+        let inside = local.is_some();
         let stack_size = match stack_size {
             Some(s) if !stack::valid_stack_size(s) => {
                 return Err(SpawnError::StackSize { requested: s })
@@ -367,7 +368,7 @@ impl Shared {
         }
         self.spawned.fetch_add(1, Ordering::Relaxed);
         let r = make(self.clone(), name, stack_size, pin);
-        context::register_live(self, &r, inside);
+        context::register_live(self, &r, local);
         Ok(r)
     }
 
@@ -386,8 +387,8 @@ impl Shared {
                 return Err(SpawnError::InvalidPin { requested, core });
             }
         }
-        let inside = context::on_scheduler(self);
-        let r = self.admit(name, stack_size, pin, make, inside)?;
+        let local = context::local_of(self);
+        let r = self.admit(name, stack_size, pin, make, local)?;
         let id = r.header().id;
         context::schedule(r);
         Ok(id)
@@ -406,7 +407,7 @@ impl Shared {
         let (p, worker) = processer_shared::new_processer(index, Kind::Caller);
         processer_shared::bind_thread(&p);
         let local = ProcLocal::new(p.clone(), self.clone(), worker);
-        let root = self.admit(name, None, Some(index), make, false)?;
+        let root = self.admit(name, None, Some(index), make, None)?;
         let id = root.header().id;
         self.register(p.clone());
         local.push_initial(root);

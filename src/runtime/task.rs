@@ -38,7 +38,7 @@
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
-use std::mem::ManuallyDrop;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::Deref;
 use std::panic::Location;
 use std::ptr::NonNull;
@@ -232,8 +232,13 @@ pub(crate) struct TaskHeader {
     /// instant, and it reads nothing else on the strength of it.
     pub(crate) phase: AtomicU8,
     /// What the task waits on when parked (see `wait.rs`); guarded by the
-    /// execution right.
-    wait: UnsafeCell<WaitRecord>,
+    /// execution right. Uninitialised until the task's first park, which
+    /// writes every field (the task `on` and `deadline` in
+    /// [`suspend_parked`], the only way a task switches out to park; its
+    /// Processer `since`) before the task is `PARKED`, the only state in
+    /// which it is read. Left uninitialised at spawn: the spawn path pays
+    /// no stores for it.
+    wait: UnsafeCell<MaybeUninit<WaitRecord>>,
     /// Where the task sits in its scheduler's registry of live tasks (see
     /// `live.rs`); guarded by the execution right.
     live: UnsafeCell<live::Entry>,
@@ -257,6 +262,7 @@ unsafe impl Send for TaskHeader {}
 impl TaskHeader {
     /// A header for a new cell; the task layer puts it first in the cell
     /// and hands the cell to [`TaskRef::from_cell`].
+    #[inline]
     pub(crate) fn new(
         shared: Arc<Shared>,
         name: Option<Box<str>>,
@@ -288,7 +294,7 @@ impl TaskHeader {
             locals: UnsafeCell::new(LocalMap::default()),
             spawned_at,
             phase: AtomicU8::new(PHASE_NEW),
-            wait: UnsafeCell::new(WaitRecord::new()),
+            wait: UnsafeCell::new(MaybeUninit::uninit()),
             live: UnsafeCell::new(live::Entry::NONE),
         }
     }
@@ -301,10 +307,13 @@ impl TaskHeader {
     #[inline]
     pub(crate) unsafe fn set_wait(&self, on: WaitOn, deadline: Option<std::time::Instant>) {
         // SAFETY: the record is guarded by the execution right, which the
-        // caller holds (contract).
-        let w = unsafe { &mut *self.wait.get() };
-        w.on = on;
-        w.deadline = deadline;
+        // caller holds (contract); the fields are written through raw
+        // pointers, as the record may not be initialised yet.
+        unsafe {
+            let w = (*self.wait.get()).as_mut_ptr();
+            std::ptr::addr_of_mut!((*w).on).write(on);
+            std::ptr::addr_of_mut!((*w).deadline).write(deadline);
+        }
     }
 
     /// The Processer this task must run on, if any (see the field).
@@ -476,11 +485,15 @@ impl Runnable {
         unsafe { *self.0.live.get() = e }
     }
 
-    /// The task's wait record (see `wait.rs`).
-    pub(crate) fn wait_mut(&mut self) -> &mut WaitRecord {
+    /// Notes when the task parked (its Processer, completing the park).
+    pub(crate) fn set_parked_since(&mut self, since: std::time::Instant) {
         // SAFETY: guarded by the execution right, which `&mut self` on the
-        // token proves.
-        unsafe { &mut *self.0.wait.get() }
+        // token proves; written through a raw pointer, as the record may
+        // not be initialised yet (see `TaskHeader::wait`).
+        unsafe {
+            let w = (*self.0.wait.get()).as_mut_ptr();
+            std::ptr::addr_of_mut!((*w).since).write(Some(since));
+        }
     }
 
     /// The task's run state.
@@ -550,8 +563,10 @@ impl DumpHold {
 
     /// The task's wait record.
     pub(crate) fn wait(&self) -> WaitRecord {
-        // SAFETY: guarded by the execution right, which we hold.
-        unsafe { *self.0.wait.get() }
+        // SAFETY: guarded by the execution right, which we hold (DUMPING);
+        // the task is parked, so its park wrote every field (see
+        // `TaskHeader::wait`).
+        unsafe { (*self.0.wait.get()).assume_init() }
     }
 }
 

@@ -37,8 +37,12 @@ pub(crate) enum WaitOn {
     RwLockWrite,
     /// A [`Condvar`](crate::sync::Condvar) wait.
     Condvar,
-    /// Another coroutine-aware primitive's queue (named).
-    Sync(&'static str),
+    /// A [`Semaphore`](crate::sync::Semaphore) acquire.
+    Semaphore,
+    /// A [`Barrier`](crate::sync::Barrier) wait.
+    Barrier,
+    /// A [`WaitGroup`](crate::sync::WaitGroup) wait.
+    WaitGroup,
     /// A sleep.
     Sleep,
     /// The end of the task with this id (`JoinHandle::join`).
@@ -63,7 +67,9 @@ impl fmt::Display for WaitOn {
             WaitOn::RwLockRead => f.write_str("rwlock read"),
             WaitOn::RwLockWrite => f.write_str("rwlock write"),
             WaitOn::Condvar => f.write_str("condvar wait"),
-            WaitOn::Sync(what) => f.write_str(what),
+            WaitOn::Semaphore => f.write_str("semaphore acquire"),
+            WaitOn::Barrier => f.write_str("barrier wait"),
+            WaitOn::WaitGroup => f.write_str("wait group wait"),
             WaitOn::Sleep => f.write_str("sleep"),
             WaitOn::Join(id) => write!(f, "join of task {id}"),
             WaitOn::Readable(fd) => write!(f, "fd {fd} readable"),
@@ -83,14 +89,4 @@ pub(crate) struct WaitRecord {
     /// When it parked, from its Processer's coarse clock (see
     /// `ProcLocal::clock`).
     pub(crate) since: Option<Instant>,
-}
-
-impl WaitRecord {
-    pub(crate) const fn new() -> WaitRecord {
-        WaitRecord {
-            on: WaitOn::Park,
-            deadline: None,
-            since: None,
-        }
-    }
 }

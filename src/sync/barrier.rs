@@ -73,7 +73,7 @@ impl Barrier {
         q.arrived += 1;
         if q.arrived < self.n {
             let r = q.wait(
-                WaitOptions::on(WaitOn::Sync("barrier wait")),
+                WaitOptions::on(WaitOn::Barrier),
                 || {},
                 |q| {
                     // Only reached when unwinding: this party no longer counts.

@@ -182,7 +182,7 @@ impl Semaphore {
         }
         let opts = WaitOptions {
             deadline,
-            ..WaitOptions::on(WaitOn::Sync("semaphore acquire"))
+            ..WaitOptions::on(WaitOn::Semaphore)
         };
         q.wait(opts, || {}, |q| self.on_leave(q)).is_ok()
     }

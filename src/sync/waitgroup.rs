@@ -130,11 +130,7 @@ impl WaitGroup {
         if self.inner.count.load(Ordering::Acquire) == 0 {
             return;
         }
-        let r = q.wait(
-            WaitOptions::on(WaitOn::Sync("wait group wait")),
-            || {},
-            |_| Wakes::new(),
-        );
+        let r = q.wait(WaitOptions::on(WaitOn::WaitGroup), || {}, |_| Wakes::new());
         debug_assert!(r.is_ok(), "a wait without a deadline cannot time out");
     }
 

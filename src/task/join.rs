@@ -394,22 +394,27 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let header = TaskHeader::new(
-        shared,
-        name,
-        stack_size,
-        pin,
-        migratable,
-        Some(spawned_at),
-        &TaskCell::<F, T>::VTABLE,
-    );
-    let cell = Box::new(TaskCell {
-        head: JoinCell {
-            header,
-            join: JoinInner::<T>::new(),
-        },
-        f: UnsafeCell::new(Some(f)),
-    });
+    // Built in place, field by field: moving a whole cell into a `Box`
+    // costs a `memcpy` of it on the spawn path.
+    let mut cell = Box::<TaskCell<F, T>>::new_uninit();
+    let p = cell.as_mut_ptr();
+    // SAFETY: `p` points at the fresh, uninitialised allocation; each field
+    // is written once, in place, and the cell is complete after the three
+    // writes.
+    let cell = unsafe {
+        std::ptr::addr_of_mut!((*p).head.header).write(TaskHeader::new(
+            shared,
+            name,
+            stack_size,
+            pin,
+            migratable,
+            Some(spawned_at),
+            &TaskCell::<F, T>::VTABLE,
+        ));
+        std::ptr::addr_of_mut!((*p).head.join).write(JoinInner::<T>::new());
+        std::ptr::addr_of_mut!((*p).f).write(UnsafeCell::new(Some(f)));
+        cell.assume_init()
+    };
     let ptr = NonNull::from(Box::leak(cell)).cast::<TaskHeader>();
     // SAFETY: a fresh cell of a `#[repr(C)]` type whose first field is its
     // header, freed by the vtable's `dealloc` as the same type.
