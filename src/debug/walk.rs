@@ -44,8 +44,9 @@ use crate::coroutine::stack::StackMem;
 pub(crate) const MAX_FRAMES: usize = 64;
 
 /// Free stack the walk needs below the task's saved registers: the walk's
-/// own frame and the unwinder's (measured at about 6 KiB on x86_64, see
-/// `tests/debug_dump.rs`), with room to spare.
+/// own frame and the system unwinder's (a few KiB: its context and frame
+/// state records), with a wide margin, since running out here would fault
+/// in the guard page (or damage a dense stack's neighbour).
 pub(crate) const HEADROOM: usize = 32 << 10;
 
 /// A walk's input and output, on the dump's stack.
