@@ -20,6 +20,13 @@ Writes
   - the same fragment into BENCHMARKS.md, between the
     <!-- bench-table:start --> and <!-- bench-table:end --> markers.
 
+Never loses a figure: a row of BENCHMARKS.md's table (or a goal, or a line
+under the table) is replaced only by a new measurement of the same thing.
+Rows this run did not measure (a fresh clone has no target/, and a partial
+run only some benches) are kept as they are, and stderr says which; with
+nothing new at all, no file is written. Files are replaced atomically (a
+temporary file renamed over the old one).
+
 <target> is $CARGO_TARGET_DIR when set, else ./target. Python 3 standard
 library only. Run from anywhere: `python3 scripts/plot.py`.
 """
@@ -29,8 +36,11 @@ import math
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +81,11 @@ COLORS = {
 # --------------------------------------------------------------- loading
 
 
+# When the result files read were written: the run's date when
+# scripts/bench.sh did not record one.
+RESULT_TIMES = []
+
+
 def load_criterion():
     """{(group, bench id): (ns per element, elements)} from criterion."""
     out = {}
@@ -91,12 +106,16 @@ def load_criterion():
         if "Elements" in tp:
             elements = tp["Elements"]
         out[(meta["group_id"], bench)] = (median / elements, elements)
+        RESULT_TIMES.append(est.stat().st_mtime)
     return out
 
 
 def load_json(name):
+    path = SUMMARIES / f"{name}.json"
     try:
-        return json.loads((SUMMARIES / f"{name}.json").read_text())
+        data = json.loads(path.read_text())
+        RESULT_TIMES.append(path.stat().st_mtime)
+        return data
     except (OSError, ValueError):
         return None
 
@@ -280,9 +299,149 @@ def build_scenarios(crit, million, blocking):
             for q in ("p50", "p99")
         ] + [("reference, not run here", refs("rescue"))],
     })
+    return sc
+
+
+# --------------------------------------------------------------- the table as it stands
+
+
+def split_row(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def unbold(cell):
+    return cell[2:-2] if cell.startswith("**") and cell.endswith("**") and len(cell) > 4 else cell
+
+
+def scenario_title(cell):
+    return re.sub(r"\s*\(\[chart\]\([^)]*\)\)$", "", cell)
+
+
+def parse_section(text):
+    """The generated section of BENCHMARKS.md as it stands.
+
+    {"machine": [line], "scenarios": [(title, [row])], "extra": [line],
+    "goals": [(goal, line)]}; a row is {"line", "cells", "name"}, `name`
+    being the implementation cell without its bold marks.
+    """
+    old = {"machine": [], "scenarios": [], "extra": [], "goals": []}
+    part, table_lines = None, 0
+    for line in text.splitlines():
+        if line.startswith("### "):
+            part = {"### Machine and run": "machine", "### Results (medians)": "results",
+                    "### Goals": "goals"}.get(line.strip())
+            table_lines = 0
+            continue
+        if part == "machine" and line.startswith("- "):
+            old["machine"].append(line)
+        elif part in ("results", "goals") and line.startswith("|"):
+            table_lines += 1
+            if table_lines <= 2:  # the header and the alignment row
+                continue
+            cells = split_row(line)
+            if part == "goals":
+                old["goals"].append((cells[0], line))
+            elif len(cells) == 5:
+                if cells[0] or not old["scenarios"]:
+                    old["scenarios"].append((scenario_title(cells[0]), []))
+                old["scenarios"][-1][1].append({"line": line, "cells": cells,
+                                                "name": unbold(cells[2])})
+        elif part == "results" and line.startswith("- "):
+            old["extra"].append(line)
+    return old
+
+
+def parse_value(text):
+    """(value, high) from a median cell: "1,187", "4,422 B", "10.0–18.0"."""
+    nums = re.findall(r"\d[\d,]*(?:\.\d+)?", text)
+    try:
+        vals = [float(n.replace(",", "")) for n in nums]
+    except ValueError:
+        return None, None
+    if len(vals) == 1:
+        return vals[0], None
+    if len(vals) == 2:
+        return vals[0], vals[1]
+    return None, None
+
+
+def is_fresh(b):
+    """Measured in this run (or a reference figure), not kept from the table."""
+    return b["value"] is not None and "kept" not in b
+
+
+def base_of(bars):
+    """The bar a group's ratios divide, if it was measured in this run.
+
+    The one marked as base, else the first gofer bar. If that figure was kept
+    from the previous table, nothing: a ratio between two runs' figures would
+    pass for one run's.
+    """
+    runs = [b for b in bars if b["kind"] == "run"]
+    spec = (next((b for b in runs if b["base"]), None)
+            or next((b for b in runs if b["runtime"] == "gofer"), None))
+    return spec if spec is not None and is_fresh(spec) else None
+
+
+def merge_previous(sc, old, notes):
+    """Keeps the previous table's rows for what this run did not measure.
+
+    A scenario with no new measurement keeps all its rows as they were
+    (`s["kept_rows"]`). In one with some, a bar without a new figure takes
+    its previous row (`b["kept"]`, its value parsed back for the chart), a
+    reference row is redone only if its group's gofer figure is new, and
+    rows this script does not make any more are kept at the end. Appends
+    what it kept to `notes`.
+    """
+    by_title = dict(old["scenarios"])
     for s in sc:
-        s["groups"] = [(g, [b for b in bars if b["value"] is not None]) for g, bars in s["groups"]]
-        s["groups"] = [(g, bars) for g, bars in s["groups"] if bars]
+        rows = by_title.get(s["title"], [])
+        by_name = {r["name"]: r for r in rows}
+        measured = any(b["kind"] == "run" and b["value"] is not None
+                       for _, bs in s["groups"] for b in bs)
+        s["kept_rows"], s["extra_rows"] = [], []
+        if not measured:
+            s["groups"] = []
+            s["kept_rows"] = rows
+            if rows:
+                notes.append((s["title"], "all rows"))
+            continue
+        used, kept_names = set(), []
+        for glabel, bs in s["groups"]:
+            for b in bs:
+                b["name"] = b["label"] + (f" — {glabel}" if glabel else "")
+                row = by_name.get(esc(b["name"]))
+                if row is not None:
+                    used.add(row["name"])
+                if b["kind"] == "run" and b["value"] is None and row is not None:
+                    b["kept"] = row["cells"]
+                    b["value"], b["high"] = parse_value(row["cells"][3])
+                    kept_names.append(b["name"])
+        s["groups"] = [(g, [b for b in bs if b["value"] is not None or "kept" in b])
+                       for g, bs in s["groups"]]
+        s["groups"] = [(g, bs) for g, bs in s["groups"] if bs]
+        first_base = base_of([b for _, bs in s["groups"] for b in bs])
+        for _, bs in s["groups"]:
+            base = base_of(bs) or first_base
+            for b in bs:
+                row = by_name.get(esc(b["name"]))
+                if b["kind"] == "ref" and base is None and row is not None:
+                    b["kept"] = row["cells"]
+                    kept_names.append(b["name"])
+            for b in bs:
+                b["ratio_base"] = base
+        s["extra_rows"] = [r for r in rows if r["name"] not in used]
+        for r in s["extra_rows"]:
+            print(f"plot.py: {s['title']}: the row '{r['name']}' is not one this script makes; "
+                  f"kept (delete it by hand if it is obsolete)", file=sys.stderr)
+        if kept_names:
+            notes.append((s["title"], ", ".join(kept_names)))
+    titles = {s["title"] for s in sc}
+    for title, rows in old["scenarios"]:
+        if title not in titles:
+            sc.append({"key": None, "title": title, "groups": [], "kept_rows": rows,
+                       "extra_rows": []})
+            notes.append((title, "all rows (a scenario this script does not make any more)"))
     return sc
 
 
@@ -459,6 +618,11 @@ def machine_lines(run_env, previous):
         f"`vm.max_map_count` {maps}",
         f"- Toolchain: {sh(['rustc', '--version'])}",
     ]
+    if not run_env and RESULT_TIMES:
+        def utc(t):
+            return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+        lines.append(f"- Run: {utc(min(RESULT_TIMES))} to {utc(max(RESULT_TIMES))} (when the result "
+                     f"files were written: the benches ran without scripts/bench.sh)")
     if run_env:
         lines.append(f"- Run: {run_env.get('started', '?')} to {run_env.get('finished', '?')}")
         lines.append(f"- Load average (1, 5, 15 min) before the run: {run_env.get('load_before', '?')}; "
@@ -482,32 +646,31 @@ def ratio_text(g, v):
     return f"{r:.2f}" if r >= 0.1 else f"{r:.2g}"
 
 
-def base_bar(bars):
-    """The bar a group's ratios divide: the one marked, else the first gofer bar."""
-    return (next((b for b in bars if b["base"] and b["kind"] == "run"), None)
-            or next((b for b in bars if b["runtime"] == "gofer" and b["kind"] == "run"), None))
-
-
 def results_table(sc):
     out = ["| Scenario | Unit | Implementation | Median | gofer ÷ this |",
            "|---|---|---|---:|---:|"]
     for s in sc:
-        first = True
-        first_base = base_bar([b for _, bb in s["groups"] for b in bb])
-        for glabel, bs in s["groups"]:
-            # A group of references only compares with the scenario's first gofer figure.
-            base = base_bar(bs) or first_base
-            gofer = base["value"] if base else None
+        if not s["groups"]:
+            out += [r["line"] for r in s["kept_rows"]]
+            continue
+        cells = []
+        for _, bs in s["groups"]:
             for b in bs:
-                name = b["label"] + (f" — {glabel}" if glabel else "")
+                if "kept" in b:
+                    cells.append(b["kept"][2:5])
+                    continue
+                base = b["ratio_base"]
+                gofer = base["value"] if base else None
                 is_base = b is base
-                cell = f"**{esc(name)}**" if is_base else esc(name)
+                cell = f"**{esc(b['name'])}**" if is_base else esc(b["name"])
                 ratio = "1" if is_base else ratio_text(gofer, b["value"] if not b["high"] else
                                                        (b["value"] + b["high"]) / 2)
-                scen = f"{s['title']} ([chart](docs/bench/{s['key']}.svg))" if first else ""
-                unit = s["unit"].replace(" (lower is better)", "") if first else ""
-                out.append(f"| {scen} | {unit} | {cell} | {fmt_value(b['value'], s, b['high'])} | {ratio} |")
-                first = False
+                cells.append([cell, fmt_value(b["value"], s, b["high"]), ratio])
+        cells += [r["cells"][2:5] for r in s["extra_rows"]]
+        for i, (cell, median, ratio) in enumerate(cells):
+            scen = f"{s['title']} ([chart](docs/bench/{s['key']}.svg))" if i == 0 else ""
+            unit = s["unit"].replace(" (lower is better)", "") if i == 0 else ""
+            out.append(f"| {scen} | {unit} | {cell} | {median} | {ratio} |")
     return out
 
 
@@ -520,7 +683,7 @@ def goals_table(crit, million, blocking):
 
     def goal(name, measured, met):
         verdict = "—" if met is None else ("**met**" if met else "**not met**")
-        rows.append(f"| {name} | {measured} | {verdict} |")
+        rows.append((name, f"| {name} | {measured} | {verdict} |", measured != "not measured"))
 
     out_, in_ = c("spawn_join_100k", "gofer/outside"), c("spawn_join_100k", "gofer/inside_task")
     if out_ is not None or in_ is not None:
@@ -554,7 +717,7 @@ def goals_table(crit, million, blocking):
         goal("1M parked tasks ≤ 4.5 KiB each", f"{b:,.0f} B = {b / 1024:.2f} KiB", b <= 4.5 * 1024)
     else:
         goal("1M parked tasks ≤ 4.5 KiB each", "not measured", None)
-    return ["| Goal | Measured (gofer) | Verdict |", "|---|---|---|"] + rows
+    return rows
 
 
 def extra_lines(crit, million, blocking):
@@ -581,48 +744,161 @@ def extra_lines(crit, million, blocking):
     return lines
 
 
-def fragment(sc, crit, million, blocking, run_env, previous):
-    parts = ["<!-- generated by scripts/plot.py from the last run of scripts/bench.sh; "
-             "edits here are overwritten -->", "", "### Machine and run", ""]
+# The opening of each line under the results table: a line is replaced only
+# by a new one with the same opening.
+EXTRA_KEYS = ("- Two-worker speedup", "- Idle scheduler", "- Guarded stacks past")
+
+
+def extra_key(line):
+    return next((k for k in EXTRA_KEYS if line.startswith(k)), line)
+
+
+def merge_lines(new, old, notes, what):
+    """New (key, line) pairs, with old ones kept where no new line has their key."""
+    new_keys = {k for k, _ in new}
+    out, seen = [], set()
+    for k, line in old:
+        if k in new_keys:
+            if k not in seen:
+                out += [nl for nk, nl in new if nk == k]
+                seen.add(k)
+        else:
+            out.append(line)
+            notes.append((what, k.lstrip("- ")))
+    out += [nl for nk, nl in new if nk not in seen]
+    return out
+
+
+KEPT_LINE = "- Not measured in this run, kept as they were from the previous version of this table"
+
+
+def fragment(sc, crit, million, blocking, run_env, previous, old, notes):
+    results = results_table(sc)
+    extra = merge_lines([(extra_key(x), x) for x in extra_lines(crit, million, blocking)],
+                        [(extra_key(x), x) for x in old["extra"]], notes, "lines under the table")
+    new_goals = goals_table(crit, million, blocking)
+    goals = merge_lines([(n, line) for n, line, measured in new_goals if measured],
+                        old["goals"], notes, "goals")
+    # A goal neither measured now nor in the previous table says so.
+    have = {n for n, _ in old["goals"]}
+    goals += [line for n, line, measured in new_goals if not measured and n not in have]
+    order = [n for n, _, _ in new_goals]
+    goals.sort(key=lambda line: order.index(split_row(line)[0])
+               if split_row(line)[0] in order else len(order))
+
+    parts = ["<!-- generated by scripts/plot.py from the runs of scripts/bench.sh; a row is "
+             "replaced only by a new measurement -->", "", "### Machine and run", ""]
     parts += machine_lines(run_env, previous)
+    if notes:
+        groups = {}
+        for title, what in notes:
+            groups.setdefault(title, []).append(what)
+        kept = "; ".join(f"{title} ({', '.join(whats)})" for title, whats in groups.items())
+        old_run = next((line[len("- Run: "):] for line in old["machine"]
+                        if line.startswith("- Run: ")), None)
+        new_run = next((line[len("- Run: "):] for line in parts if line.startswith("- Run: ")),
+                       None)
+        old_kept = next((line for line in old["machine"] if line.startswith(KEPT_LINE + " (")),
+                        None)
+        end = old_kept.find("): ", len(KEPT_LINE)) if old_kept else -1
+        if old_run is None:
+            when = "`git log -p BENCHMARKS.md` says when they were measured"
+        elif old_run == new_run and end > 0:
+            # The same run plotted again: what it kept still comes from where it did.
+            when = old_kept[len(KEPT_LINE) + 2:end]
+        elif old_kept:
+            when = (f"that version's run was {old_run}, and it kept some rows from earlier ones: "
+                    f"`git log -p BENCHMARKS.md` says when each was measured")
+        else:
+            when = f"measured in the run of {old_run}"
+        parts.append(f"{KEPT_LINE} ({when}): {kept}")
     parts += ["", "### Results (medians)", "",
               "Every figure is a cost (time or memory per unit), so lower is better. "
               "*gofer ÷ this* divides the group's gofer figure (bold) by each row's: "
               "below 1, gofer costs less. Reference rows (Go, libgo) were measured separately on "
               "this machine kind and are not re-run; a range is compared at its middle.", ""]
-    parts += results_table(sc)
-    extra = extra_lines(crit, million, blocking)
+    parts += results
     if extra:
         parts += [""] + extra
     parts += ["", "### Goals", ""]
-    parts += goals_table(crit, million, blocking)
+    parts += ["| Goal | Measured (gofer) | Verdict |", "|---|---|---|"] + goals
     return "\n".join(parts) + "\n"
+
+
+def write_atomic(path, text):
+    """Replaces `path` with `text` in one rename: a reader (or a crash) sees
+    the old file or the new one, never a part."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            shutil.copymode(path, tmp)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def previous_section():
+    """The generated section as it stands: BENCHMARKS.md's, else table.md."""
+    if BENCHMARKS.exists():
+        text = BENCHMARKS.read_text(encoding="utf-8")
+        i, j = text.find(START), text.find(END)
+        if 0 <= i < j:
+            return text[i + len(START):j]
+    try:
+        return (OUT / "table.md").read_text(encoding="utf-8")
+    except OSError:
+        return ""
 
 
 def main():
     crit = load_criterion()
     million, blocking = load_json("million"), load_json("blocking")
     run_env = load_run_env()
-    if not crit and not million and not blocking:
-        sys.exit(f"no results under {TARGET}: run scripts/bench.sh (or cargo bench) first")
-    sc = build_scenarios(crit, million, blocking)
+    old = parse_section(previous_section())
+    notes = []
+    sc = merge_previous(build_scenarios(crit, million, blocking), old, notes)
+    fresh = [s for s in sc if any(is_fresh(b) and b["kind"] == "run"
+                                  for _, bs in s["groups"] for b in bs)]
+    extra_new = extra_lines(crit, million, blocking)
+    goals_new = [n for n, _, measured in goals_table(crit, million, blocking) if measured]
+    if not fresh and not extra_new and not goals_new:
+        print(f"plot.py: no new results under {TARGET} (run scripts/bench.sh, or cargo bench, "
+              f"first): BENCHMARKS.md, docs/bench/table.md and the charts are left as they are",
+              file=sys.stderr)
+        return
     OUT.mkdir(parents=True, exist_ok=True)
-    for s in sc:
-        if any(b["kind"] == "run" for _, bs in s["groups"] for b in bs):
-            (OUT / f"{s['key']}.svg").write_text(svg_chart(s))
-            print(f"wrote {(OUT / (s['key'] + '.svg')).relative_to(ROOT)}")
-        else:
-            print(f"skipped {s['key']}: no measurement")
-    frag = fragment(sc, crit, million, blocking, run_env, load_run_env("run-previous.env"))
-    (OUT / "table.md").write_text(frag)
+    for s in fresh:
+        chart = dict(s, groups=[(g, [b for b in bs if b["value"] is not None])
+                                for g, bs in s["groups"]])
+        chart["groups"] = [(g, bs) for g, bs in chart["groups"] if bs]
+        write_atomic(OUT / f"{s['key']}.svg", svg_chart(chart))
+        print(f"wrote {(OUT / (s['key'] + '.svg')).relative_to(ROOT)}")
+    frag = fragment(sc, crit, million, blocking, run_env, load_run_env("run-previous.env"), old,
+                    notes)
+    for title, what in notes:
+        print(f"plot.py: no new result for {title}: {what}; kept as they were", file=sys.stderr)
+    write_atomic(OUT / "table.md", frag)
     print(f"wrote {(OUT / 'table.md').relative_to(ROOT)}")
     if BENCHMARKS.exists():
-        text = BENCHMARKS.read_text()
+        text = BENCHMARKS.read_text(encoding="utf-8")
         i, j = text.find(START), text.find(END)
         if i < 0 or j < i:
-            print(f"{BENCHMARKS.name}: markers {START} ... {END} not found; left alone")
+            print(f"plot.py: {BENCHMARKS.name}: markers {START} ... {END} not found; left alone",
+                  file=sys.stderr)
         else:
-            BENCHMARKS.write_text(text[: i + len(START)] + "\n" + frag + text[j:])
+            write_atomic(BENCHMARKS, text[: i + len(START)] + "\n" + frag + text[j:])
             print(f"updated {BENCHMARKS.name}")
 
 

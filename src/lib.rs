@@ -61,17 +61,21 @@
 //!
 //! Two exceptions keep their own rules: a `block_on` root runs on the
 //! caller's thread, and an unwinding task never moves (std counts panics
-//! per thread). gofer's own code keeps every thread-local access that sits
-//! on a path that can switch in an `#[inline(never)]` function that does not
-//! switch; CI checks the release binaries for it
-//! (`scripts/check_tls_switch.py`).
-
+//! per thread). gofer's own code keeps the rule for migratable tasks too:
+//! each thread-local access on a path that can switch sits in a function
+//! that is never inlined and does not switch, and
+//! `scripts/check_tls_switch.py` checks a release binary for it.
+//!
 //! # Blocking calls
 //!
 //! A task that calls a blocking function (a plain `std::thread::sleep`, a
 //! blocking read) holds its Processer's thread. The Dispatcher notices and
 //! moves the tasks queued behind it to other Processers, starting an extra
-//! thread (up to `max_threads`) when all are blocked.
+//! thread (up to `max_threads`) when all are blocked. To wait without
+//! holding the thread, use gofer's own calls ([`sleep`], the sockets of
+//! [`net`], [`io::wait_readable`] for other descriptors), or build with the
+//! `hooks` feature, under which std's socket calls and sleeps park the
+//! task ([`hooks`]).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]

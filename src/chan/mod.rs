@@ -38,14 +38,14 @@
 //! their value back ([`SendError::into_inner`]); buffered values are
 //! dropped.
 //!
-//! # Design
+//! # How a blocked operation completes
 //!
-//! One lock-protected state per channel (`channel.rs`), with a queue of
-//! blocked senders and one of blocked receivers. A blocked operation waits
-//! on a waiter that lives on its own stack (`waiter.rs`); a peer that can
-//! serve it claims it with one CAS, moves the value directly into (or out
-//! of) its slot, and wakes it. `select!` registers one waiter on every arm's
-//! channel; the first channel to fire claims it (`selector.rs`).
+//! A blocked `send` or `recv` waits in place and allocates nothing: the
+//! peer that can serve it moves the value straight into (or out of) the
+//! waiting operation and wakes it. A `select!` waits on all its arms at
+//! once, and exactly one arm completes: the first channel that can serve
+//! it claims it, and the other arms have no effect. `ARCHITECTURE.md`,
+//! "Sync primitives and channels", has the design.
 
 mod channel;
 mod error;

@@ -61,9 +61,12 @@
 //! std::thread::spawn(move || f.resume(())); // Fiber is not Send
 //! ```
 //!
-//! The thread-local caveat of tasks (see the crate docs) applies to a
-//! fiber that a task resumes: the task may move to another thread whenever
-//! it switches out, and the fiber on top of its stack moves with it.
+//! A fiber that a task resumes goes where the task goes: it stays on the
+//! task's thread unless the task is migratable
+//! ([`Builder::migratable`](crate::Builder::migratable),
+//! [`SchedulerBuilder::migrate_started_tasks`](crate::SchedulerBuilder::migrate_started_tasks)),
+//! and then the rules those state for thread-locals apply to the fiber's
+//! code too.
 //!
 //! # Panics
 //!
@@ -106,10 +109,10 @@
 //! [`sleep`](crate::sleep), a lock, a channel, a join,
 //! [`block_on_future`](crate::block_on_future)) suspends the whole task
 //! with the fiber on top of it: the Processer saves the fiber's registers
-//! as the task's context and runs other tasks. The task later resumes,
-//! possibly on another thread, exactly where the fiber left off, and the
-//! fiber's [`Yielder::suspend`] still returns to the task code that resumed
-//! it. So inside a task a fiber behaves like any function the task calls,
+//! as the task's context and runs other tasks. The task later resumes, on
+//! the same thread unless it is migratable, exactly where the fiber left
+//! off, and the fiber's [`Yielder::suspend`] still returns to the task code
+//! that resumed it. So inside a task a fiber behaves like any function the task calls,
 //! with a stack of its own. Outside a task the same calls block the thread,
 //! as they do for any thread.
 

@@ -1,15 +1,17 @@
-//! Coroutine-aware synchronisation primitives: they park the task inside a
-//! coroutine and block the thread outside one, and mix freely.
+//! Synchronisation primitives for tasks and threads alike: inside a task a
+//! wait parks the task (its thread runs other tasks), on a plain thread it
+//! blocks the thread, and tasks and threads can share one lock.
 //!
 //! The API follows `parking_lot` (no poisoning): [`Mutex`], [`RwLock`],
 //! [`Condvar`], plus [`Semaphore`], a Go-style [`WaitGroup`], and a reusable
-//! [`Barrier`]. All of them queue their waiters on one shared building block
-//! (`waitqueue.rs`) that parks through [`park`](crate::park) and serves
-//! waiters in FIFO order; each type's file documents its state machine.
+//! [`Barrier`]. Waiters queue in arrival order; the [`Mutex`] docs say how
+//! newcomers and woken waiters share the lock.
 //!
-//! Do not hold a `std::sync::MutexGuard` across a switch in a task; these
-//! guards are made for it: a task may move to another thread while it holds
-//! one.
+//! Prefer these to `std::sync`'s locks in a task that may switch while it
+//! holds one (a sleep, a channel operation, a socket read): a task waiting
+//! for a std lock blocks its whole thread, and if the holder is a parked
+//! task that runs on that same thread, it can never run again to release
+//! the lock.
 
 mod barrier;
 mod condvar;

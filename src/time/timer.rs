@@ -1,39 +1,33 @@
-//! User timers: `after` and `every`, their condition forms `after_if_alive`
-//! and `every_if_alive` (and the `_on` forms of all four), each running a
-//! closure as a task when it fires. `TimerHandle::cancel` returning `true`
-//! means no further run will start. Shutting the scheduler down cancels
-//! every pending timer.
+//! Timers that run a closure as a task: [`after`] runs it once after a
+//! delay, [`every`] once per period until cancelled, and the condition forms
+//! [`after_if_alive`] and [`every_if_alive`] run it only while a target
+//! `Arc` is still alive. Each has an `_on` form that takes the scheduler;
+//! the others use the current task's scheduler (the default one outside a
+//! task). [`sleep`] and [`sleep_until`] are here too.
+//!
+//! # Cancelling
+//!
+//! [`TimerHandle::cancel`] returns `true` if the timer was still pending:
+//! no run starts after it returns (a run that has already started is not
+//! stopped). Dropping the handle does not cancel the timer. Shutting the
+//! scheduler down cancels every pending timer.
 //!
 //! # Condition timers
 //!
 //! `after_if_alive(&target, ..)` and `every_if_alive(&target, ..)` hold only
 //! a `Weak` of their target, so a pending timer never keeps it alive. Each
-//! firing first upgrades it, where it fires: if that works, the run's
-//! task is spawned with the `Arc` (which then lives until the run ends);
-//! if the target is gone, nothing is spawned, and a recurring timer ends
-//! itself there, as if cancelled (`FIRING -> CANCELLED`), releasing its hold
-//! on the scheduler. So `every_if_alive` stops at its first tick after the
-//! last `Arc` went away.
+//! firing first upgrades it: if that works, the run's task gets the `Arc`
+//! (the target then lives until the run ends); if the target is gone,
+//! nothing runs, and a recurring timer ends itself as if cancelled,
+//! releasing its hold on the scheduler. So `every_if_alive` stops at its
+//! first tick after the last `Arc` went away.
 //!
-//! # One user timer's state (`UserTimer::state`)
+//! # Timers and the scheduler's life
 //!
-//! ```text
-//!  PENDING -> FIRING     deadline passed: a Processer runs the action
-//!  FIRING  -> FIRED      a one-shot timer (after): done
-//!  FIRING  -> PENDING    a recurring timer (every), re-armed after this run
-//!  FIRING  -> CANCELLED  a recurring timer whose run was refused because
-//!                        the scheduler is shutting down
-//!  PENDING -> CANCELLED  cancel(): returns true, the action never runs again
-//! ```
-//!
-//! `cancel()` that finds `FIRING` waits for the run being started to leave
-//! that state, so a `true` answer always means "no further run starts".
-//! Cancelling removes the heap entry and drops the action at once.
-//!
-//! A pending timer counts as one alive task of its scheduler until it fires
-//! (and its task is admitted) or is cancelled. So a detached scheduler does
-//! not exit under a timer that is about to spawn (and `every` keeps a
-//! detached scheduler running until cancelled).
+//! A pending timer counts as one live task of its scheduler until it fires
+//! or is cancelled. A detached scheduler (its last handle dropped without
+//! `shutdown`) therefore does not exit under a timer that is about to run,
+//! and an `every` timer keeps it running until cancelled.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -97,10 +91,26 @@ impl UserAction {
 }
 
 /// One `after`/`every` timer's shared state.
+///
+/// Its `state` goes through:
+///
+/// ```text
+///  PENDING -> FIRING     deadline passed: a Processer runs the action
+///  FIRING  -> FIRED      a one-shot timer (after): done
+///  FIRING  -> PENDING    a recurring timer (every), re-armed after this run
+///  FIRING  -> CANCELLED  a recurring timer whose run was refused because
+///                        the scheduler is shutting down, or whose target
+///                        (every_if_alive) is gone
+///  PENDING -> CANCELLED  cancel(): returns true, the action never runs again
+/// ```
+///
+/// `cancel()` that finds `FIRING` waits for the run being started to leave
+/// that state, so a `true` answer always means "no further run starts".
+/// Cancelling removes the heap entry and drops the action at once.
 pub(crate) struct UserTimer {
     /// Its key in the service's registry.
     id: u64,
-    /// See the module docs.
+    /// `PENDING`, `FIRING`, `FIRED` or `CANCELLED`: see the type's docs.
     state: AtomicU8,
     /// Where it sits in the heap while pending, and its planned deadline
     /// (the base of a recurring timer's next one).
