@@ -30,6 +30,8 @@
 //!   current task's scheduler).
 //! - A **fiber** ([`fiber::Fiber`], [`fiber::Generator`]) is a coroutine
 //!   that its caller resumes, on the same kind of stack, with no scheduler.
+//! - [`scope`] spawns tasks that borrow from the caller and waits for them,
+//!   as `std::thread::scope` does for threads.
 //! - Futures meet tasks both ways: [`block_on_future`] parks a task until a
 //!   future is ready, and a [`JoinHandle`] can be `.await`ed.
 //!
@@ -113,5 +115,6 @@ pub use task::locals::LocalKey;
 pub use task::park::{
     current, current_id, current_name, is_coroutine, park, park_timeout, yield_now, Task,
 };
+pub use task::scope::{scope, Scope, ScopedJoinHandle};
 pub use time::sleep::{sleep, sleep_until};
 pub use time::timer;

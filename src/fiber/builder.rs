@@ -1,10 +1,12 @@
-//! [`Builder`]: a fiber or generator with options (name, stack size).
+//! [`Builder`]: a fiber or generator, plain or scoped, with options (name,
+//! stack size).
 
 use super::generator::Generator;
 use super::handle::Fiber;
 use super::pool;
+use super::scoped::{ScopedFiber, ScopedGenerator};
 use super::yielder::Yielder;
-use crate::coroutine::stack::{self, DEFAULT_STACK_SIZE};
+use crate::coroutine::stack::{self, StackMem, DEFAULT_STACK_SIZE};
 use crate::error::SpawnError;
 
 /// Options for one fiber: its name and stack size.
@@ -60,7 +62,33 @@ impl Builder {
     pub fn build<F, I, Y, R>(self, f: F) -> Result<Fiber<I, Y, R>, SpawnError>
     where
         F: FnOnce(&Yielder<I, Y>, I) -> R + 'static,
+        I: 'static,
     {
+        let (mem, name) = self.stack()?;
+        // SAFETY: `F` and `I` are 'static: whatever a leaked fiber keeps on
+        // its stack stays valid for good.
+        Ok(unsafe { Fiber::with_stack(mem, name, f) })
+    }
+
+    /// Makes a [`ScopedFiber`] that will run `f`, which may borrow for
+    /// `'a` (see [`ScopedFiber::new`]).
+    ///
+    /// Errors: as for [`build`](Self::build).
+    pub fn build_scoped<'a, F, I, Y, R>(self, f: F) -> Result<ScopedFiber<'a, I, Y, R>, SpawnError>
+    where
+        F: FnOnce(&Yielder<I, Y>, I) -> R + 'a,
+    {
+        let (mem, name) = self.stack()?;
+        // SAFETY: the fiber goes into a ScopedFiber, which resumes it only
+        // inside `scope`, where it is owned by that call's frame and
+        // dropped (unwound) before the call returns, within `'a`.
+        Ok(ScopedFiber::from_fiber(unsafe {
+            Fiber::with_stack(mem, name, f)
+        }))
+    }
+
+    /// A stack of the requested size, and the name.
+    fn stack(self) -> Result<(StackMem, Option<Box<str>>), SpawnError> {
         let size = match self.stack_size {
             Some(s) if !stack::valid_stack_size(s) => {
                 return Err(SpawnError::StackSize { requested: s })
@@ -72,8 +100,7 @@ impl Builder {
             live_stacks: stack::live_stacks(),
             source,
         })?;
-        let name = self.name.map(String::into_boxed_str);
-        Ok(Fiber::with_stack(mem, name, f))
+        Ok((mem, self.name.map(String::into_boxed_str)))
     }
 
     /// Makes a [`Generator`] that will run `f` (see [`Generator::new`]).
@@ -85,5 +112,17 @@ impl Builder {
     {
         self.build(move |y: &Yielder<(), T>, ()| f(y))
             .map(Generator::from_fiber)
+    }
+
+    /// Makes a [`ScopedGenerator`] that will run `f`, which may borrow for
+    /// `'a` (see [`ScopedGenerator::new`]).
+    ///
+    /// Errors: as for [`build`](Self::build).
+    pub fn scoped_generator<'a, F, T>(self, f: F) -> Result<ScopedGenerator<'a, T>, SpawnError>
+    where
+        F: FnOnce(&Yielder<(), T>) + 'a,
+    {
+        self.build_scoped(move |y: &Yielder<(), T>, ()| f(y))
+            .map(ScopedGenerator::from_fiber)
     }
 }

@@ -26,6 +26,15 @@ use super::yielder::Yielder;
 /// and yields nothing more), and dropping it before the end unwinds the
 /// closure's stack, running the destructors of what is live there (the
 /// infinite generator above is dropped that way by `collect`).
+///
+/// # Why `'static`
+///
+/// The closure must be `'static`: a generator is a value its owner may
+/// keep, move or leak (`std::mem::forget`) while it is suspended halfway,
+/// and a suspended frame that borrows must not outlive what it borrows
+/// (see "Why `'static`" on [`Fiber`]). To iterate over borrowed data, use a
+/// [`ScopedGenerator`](super::ScopedGenerator): it may borrow, and runs
+/// only inside its [`scope`](super::ScopedGenerator::scope) call.
 pub struct Generator<T> {
     fiber: Fiber<(), T, ()>,
 }
@@ -67,13 +76,20 @@ impl<T> Iterator for Generator<T> {
     /// # Panics
     /// If the closure panics: the panic continues from here.
     fn next(&mut self) -> Option<T> {
-        if self.fiber.is_finished() {
-            return None;
-        }
-        match self.fiber.resume(()) {
-            FiberResult::Yield(item) => Some(item),
-            FiberResult::Return(()) => None,
-        }
+        next_item(&mut self.fiber)
+    }
+}
+
+/// The next item of a generator's fiber: runs it until it yields or
+/// returns; `None` once it has finished.
+#[inline]
+pub(super) fn next_item<T>(fiber: &mut Fiber<(), T, ()>) -> Option<T> {
+    if fiber.is_finished() {
+        return None;
+    }
+    match fiber.resume(()) {
+        FiberResult::Yield(item) => Some(item),
+        FiberResult::Return(()) => None,
     }
 }
 

@@ -79,6 +79,40 @@ impl<Y, R> FiberResult<Y, R> {
 /// `R` what the closure returns. See the [module docs](super) for an
 /// example, what happens to panics and to a fiber dropped while suspended,
 /// and how fibers nest inside tasks.
+///
+/// # Why `'static`
+///
+/// The closure, and the inputs `I`, must be `'static`. A fiber is a value:
+/// its owner may keep it, move it, or leak it with `std::mem::forget`
+/// while it is suspended in the middle of its closure, and a leaked fiber
+/// is never resumed or unwound. What its suspended frames own then stays
+/// valid (the stack is leaked with them); but a frame that *borrowed*
+/// would be left in the middle of a call while the borrowed value dies,
+/// and code that relies on calls finishing before their borrows end would
+/// break: a `std::thread::scope` (or [`gofer::scope`](crate::scope)) in
+/// the fiber, suspended halfway, would let its threads use the dead
+/// value. An input `I` that borrows would reach the fiber's frames the same
+/// way.
+///
+/// To borrow, use a [`ScopedFiber`](super::ScopedFiber): its closure and
+/// inputs may borrow for `'a`, and it runs only inside its
+/// [`scope`](super::ScopedFiber::scope) call, which drops (unwinds) it
+/// before returning, so it cannot be leaked once it has run.
+///
+/// ```compile_fail,E0597
+/// use gofer::fiber::{Fiber, Yielder};
+/// let text = String::from("borrowed");
+/// let mut f = Fiber::new(|_: &Yielder<&str, ()>, s: &str| s.len());
+/// f.resume(&text); // the input must be 'static
+/// ```
+///
+/// ```
+/// use gofer::fiber::{ScopedFiber, Yielder};
+/// let text = String::from("borrowed");
+/// let n = ScopedFiber::new(|_: &Yielder<&str, ()>, s: &str| s.len())
+///     .scope(|mut f| f.resume(&text).into_return());
+/// assert_eq!(n, Some(8));
+/// ```
 pub struct Fiber<I, Y, R> {
     /// The fiber's saved context while it is created or suspended; `None`
     /// while a resume runs it and once it has finished.
@@ -108,6 +142,9 @@ impl<I, Y, R> Fiber<I, Y, R> {
     /// Nothing runs until the first [`resume`](Self::resume), whose input
     /// becomes `f`'s second argument.
     ///
+    /// `f` and the inputs must be `'static` (see "Why `'static`" on
+    /// [`Fiber`]); [`ScopedFiber`](super::ScopedFiber) lifts that.
+    ///
     /// # Panics
     /// If no stack can be had (the process holds as many guarded stacks as
     /// it may); use [`Builder::build`](super::Builder::build) to get the
@@ -115,6 +152,7 @@ impl<I, Y, R> Fiber<I, Y, R> {
     pub fn new<F>(f: F) -> Fiber<I, Y, R>
     where
         F: FnOnce(&Yielder<I, Y>, I) -> R + 'static,
+        I: 'static,
     {
         super::Builder::new()
             .build(f)
@@ -122,9 +160,19 @@ impl<I, Y, R> Fiber<I, Y, R> {
     }
 
     /// Makes a fiber on `stack`, moving `f` onto it (the priming switch).
-    pub(super) fn with_stack<F>(stack: StackMem, name: Option<Box<str>>, f: F) -> Self
+    ///
+    /// # Safety
+    /// If `F` or `I` is not `'static`, the fiber may hold borrows on its
+    /// stack while suspended, and a suspended frame that borrows must not
+    /// be abandoned while what it borrows dies (a `std::thread::scope` in
+    /// it would let its threads run on). So the caller must make sure that
+    /// once the fiber has been resumed, it is dropped (which unwinds it)
+    /// before those borrows end, and never leaked: `ScopedFiber::scope`
+    /// keeps it in its own frame for that. Before the first resume nothing
+    /// has run, and leaking it only leaks the closure.
+    pub(super) unsafe fn with_stack<F>(stack: StackMem, name: Option<Box<str>>, f: F) -> Self
     where
-        F: FnOnce(&Yielder<I, Y>, I) -> R + 'static,
+        F: FnOnce(&Yielder<I, Y>, I) -> R,
     {
         crate::coroutine::overflow::install();
         crate::coroutine::panic_hook::install();

@@ -30,6 +30,27 @@
 //! assert_eq!(evens, [0, 2, 4, 6, 8]);
 //! ```
 //!
+//! # Borrowing
+//!
+//! A [`Fiber`] or [`Generator`] is a value its owner may keep, move or leak
+//! while it is suspended halfway, so its closure must be `'static` (see
+//! "Why `'static`" on [`Fiber`]). A [`ScopedFiber`] or [`ScopedGenerator`]
+//! may borrow for `'a`; it can be made, moved and returned like any value,
+//! and it runs inside its `scope` call, which drops (unwinds) it before
+//! returning:
+//!
+//! ```
+//! use gofer::fiber::ScopedGenerator;
+//! let text = String::from("one two three");
+//! let words: Vec<&str> = ScopedGenerator::new(|y| {
+//!     for w in text.split(' ') {
+//!         y.yield_(w) // slices of the borrowed `text`
+//!     }
+//! })
+//! .scope(|g| g.collect());
+//! assert_eq!(words, ["one", "two", "three"]);
+//! ```
+//!
 //! # Stacks
 //!
 //! A fiber's stack is a task's: a guarded `mmap` of
@@ -44,7 +65,7 @@
 //! # Threads
 //!
 //! A fiber runs on the thread that resumes it. It is neither `Send` nor
-//! `Sync`, so it stays with the code that made it, and its closure and
+//! `Sync` (nor are the scoped kinds), so it stays with the code that made it, and its closure and
 //! values need not be `Send`:
 //!
 //! ```
@@ -121,9 +142,11 @@ mod generator;
 mod handle;
 mod pool;
 mod protocol;
+mod scoped;
 mod yielder;
 
 pub use builder::Builder;
 pub use generator::Generator;
 pub use handle::{Fiber, FiberResult};
+pub use scoped::{ScopedFiber, ScopedFiberRef, ScopedGenerator, ScopedGeneratorRef};
 pub use yielder::Yielder;

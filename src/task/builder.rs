@@ -22,11 +22,12 @@ use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
 #[derive(Clone, Debug, Default)]
 #[must_use = "a builder does nothing until spawn() is called"]
 pub struct Builder {
-    name: Option<String>,
-    stack_size: Option<usize>,
-    pin: Option<usize>,
-    migratable: bool,
-    scheduler: Option<Scheduler>,
+    // Read by `Builder::spawn_scoped` (scope.rs) too.
+    pub(super) name: Option<String>,
+    pub(super) stack_size: Option<usize>,
+    pub(super) pin: Option<usize>,
+    pub(super) migratable: bool,
+    pub(super) scheduler: Option<Scheduler>,
 }
 
 impl Builder {
@@ -111,6 +112,12 @@ impl Builder {
 /// Spawns a closure as a task on the current task's scheduler (else the
 /// default scheduler) and returns its [`JoinHandle`].
 ///
+/// The closure and its value must be `'static`, as a thread's: the task
+/// may outlive the caller (a dropped or leaked handle does not stop it),
+/// so it cannot borrow from the caller's frame. To borrow, spawn in a
+/// [`scope`](crate::scope), which waits for its tasks before it returns,
+/// or run one closure with [`Scheduler::block_on`](crate::Scheduler::block_on).
+///
 /// # Panics
 /// If the task cannot be spawned; use [`Builder::spawn`] to get the
 /// [`SpawnError`] instead.
@@ -140,7 +147,10 @@ where
 /// sched.shutdown();
 /// ```
 ///
-/// The closure must be `Send + 'static`, like a thread's:
+/// The closure must be `Send + 'static`, like a thread's. `'static`
+/// because the task may outlive the code that spawned it; to borrow from
+/// the caller, spawn in a [`scope`](crate::scope) (whose tasks finish
+/// before it returns) or use [`Scheduler::block_on`](crate::Scheduler::block_on):
 ///
 /// ```compile_fail
 /// use std::rc::Rc;

@@ -1,11 +1,13 @@
 //! The task API: spawning (`Builder`, `spawn`, `go!`, `Scheduler::spawn`,
 //! `Scheduler::block_on`), waiting for a result (`JoinHandle`), parking and
-//! waking (`park`, `Task::unpark`, `yield_now`), coroutine-local values, and
-//! futures (`block_on_future`, the task's waker; `JoinHandle` is one).
+//! waking (`park`, `Task::unpark`, `yield_now`), coroutine-local values,
+//! futures (`block_on_future`, the task's waker; `JoinHandle` is one), and
+//! scoped tasks that borrow from their caller (`scope`, `Scheduler::scope`).
 
 pub(crate) mod builder;
 pub(crate) mod future;
 pub(crate) mod join;
 pub(crate) mod locals;
 pub(crate) mod park;
+pub(crate) mod scope;
 pub(crate) mod spawn;

@@ -59,6 +59,9 @@ where
 impl Scheduler {
     /// Spawns `f` as a task on this scheduler.
     ///
+    /// `f` must be `'static`: the task may outlive the caller. To spawn
+    /// tasks that borrow, use [`scope`](Self::scope).
+    ///
     /// # Panics
     /// If the task cannot be spawned (the scheduler is shut down, or no stack
     /// memory is left); use [`Builder::spawn`](crate::Builder::spawn) to get
@@ -85,7 +88,8 @@ impl Scheduler {
     /// `std::thread::scope`): `block_on` returns, or re-raises `f`'s panic,
     /// only once the task has finished and dropped everything `f` captured.
     /// Tasks that `f` spawns are independent of it and still need
-    /// `'static` closures.
+    /// `'static` closures, unless it spawns them in a
+    /// [`scope`](Self::scope).
     ///
     /// ```
     /// let sched = gofer::Scheduler::builder().min_threads(1).build()?;
