@@ -244,6 +244,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// If the task cannot be spawned (the scheduler is shut down, no stack
     /// memory is left, the default scheduler cannot start); use
     /// [`Builder::spawn_scoped`] to get the [`SpawnError`] instead.
+    #[track_caller]
     pub fn spawn<F, T>(&'scope self, f: F) -> ScopedJoinHandle<'scope, T>
     where
         F: FnOnce() -> T + Send + 'scope,
@@ -255,6 +256,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// Spawns `f` with `builder`'s options: its scheduler if it names one,
     /// else the scope's.
+    #[track_caller]
     pub(crate) fn spawn_with<F, T>(
         &'scope self,
         builder: Builder,
@@ -346,6 +348,7 @@ impl Builder {
     /// ```
     ///
     /// Errors: as [`Builder::spawn`].
+    #[track_caller]
     pub fn spawn_scoped<'scope, 'env, F, T>(
         self,
         scope: &'scope Scope<'scope, 'env>,
