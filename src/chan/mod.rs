@@ -48,22 +48,29 @@
 //! channel; the first channel to fire claims it (`selector.rs`).
 
 mod channel;
+mod clock;
 mod error;
+mod future;
 mod iter;
 mod lock;
 mod receiver;
 mod rng;
 mod select;
+mod select_dyn;
 mod selector;
 mod sender;
 mod waiter;
 
 pub use channel::{bounded, unbounded};
+pub use clock::{after, at, never, tick};
 pub use error::{
-    RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
+    RecvError, RecvTimeoutError, SelectTimeoutError, SendError, SendTimeoutError, TryRecvError,
+    TrySelectError, TrySendError,
 };
+pub use future::{RecvFut, SendFut};
 pub use iter::{IntoIter, Iter, TryIter};
 pub use receiver::Receiver;
+pub use select_dyn::{Select, SelectedOperation};
 pub use sender::Sender;
 
 /// What the `select!` expansion uses; not part of the API.

@@ -95,6 +95,7 @@
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Waker;
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -108,8 +109,11 @@ const WAITING: usize = 0;
 const ABORTED: usize = 1;
 /// A peer owns the waiter and is completing an operation for it.
 const CLAIMED: usize = 2;
+/// A peer claimed the waiter, then let it go without completing anything:
+/// the waiter starts its operation over.
+const RETRY: usize = 3;
 /// `DONE + arm`: operation `arm` completed.
-const DONE: usize = 3;
+const DONE: usize = 4;
 
 /// How a wait ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,18 +122,45 @@ pub(crate) enum Outcome {
     Done(usize),
     /// The waiter aborted itself (deadline passed, or `abort` succeeded).
     Aborted,
+    /// A peer claimed the waiter and released it with nothing done (a
+    /// reserved `Select` send that was given up): every node is unlinked
+    /// or stale, and the operation starts over.
+    Retry,
+}
+
+/// What [`Waiter::check`] saw, without waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Nobody decided the waiter yet.
+    Waiting,
+    /// A peer owns it and is completing an operation (or holds it reserved).
+    Claimed,
+    /// Decided: the same as [`Waiter::wait`]'s answers.
+    Decided(Outcome),
+}
+
+/// How the claimer wakes a waiter that is not a coroutine. Moved out by the
+/// claimer while it owns the waiter (`CLAIMED`), and, for a waker, replaced
+/// by the waiter only under the channel lock while `WAITING`.
+enum Wake {
+    /// Nothing to wake (a coroutine waiter: see `Waiter::task`).
+    Nothing,
+    /// A blocked thread: unparked.
+    Thread(Thread),
+    /// A pending future: its waker is woken.
+    Waker(Waker),
 }
 
 /// One blocked operation (or one blocked `select!`), on the waiting task's
-/// stack. See the module docs for the state machine and why it stays valid.
+/// stack, or in the heap block of a pending channel future. See the module
+/// docs for the state machine and why it stays valid.
 pub(crate) struct Waiter {
     state: AtomicUsize,
     /// The waiting coroutine, borrowed (see the module docs); null for a
-    /// thread.
+    /// thread or a future.
     task: *const TaskHeader,
-    /// The waiting thread, for a thread waiter. Moved out by the claimer
-    /// while it owns the waiter (`CLAIMED`).
-    thread: UnsafeCell<Option<Thread>>,
+    /// Whom to wake when `task` is null.
+    wake: UnsafeCell<Wake>,
 }
 
 impl Waiter {
@@ -140,13 +171,75 @@ impl Waiter {
             Some(task) => Waiter {
                 state: AtomicUsize::new(WAITING),
                 task,
-                thread: UnsafeCell::new(None),
+                wake: UnsafeCell::new(Wake::Nothing),
             },
             None => Waiter {
                 state: AtomicUsize::new(WAITING),
                 task: std::ptr::null(),
-                thread: UnsafeCell::new(Some(std::thread::current())),
+                wake: UnsafeCell::new(Wake::Thread(std::thread::current())),
             },
+        }
+    }
+
+    /// A waiter for a pending future, in `WAITING`: completing it wakes
+    /// `waker`. It never blocks in [`wait`](Self::wait); its owner polls
+    /// [`check`](Self::check) instead.
+    pub(crate) fn for_waker(waker: Waker) -> Waiter {
+        Waiter {
+            state: AtomicUsize::new(WAITING),
+            task: std::ptr::null(),
+            wake: UnsafeCell::new(Wake::Waker(waker)),
+        }
+    }
+
+    /// Replaces the waker of a future's waiter (the future was polled again
+    /// with a waker that would not wake the same task).
+    ///
+    /// # Safety
+    /// The caller holds the lock of the channel whose queue holds this
+    /// waiter's only node, and saw the state `WAITING` under that lock.
+    /// Claims happen only under that lock, so no claimer owns the waiter, and
+    /// the one that claims it later sees the new waker (the lock orders the
+    /// write before its claim).
+    pub(crate) unsafe fn set_waker(&self, waker: Waker) {
+        // SAFETY: by the contract above nobody else reads or writes `wake`
+        // now.
+        unsafe { *self.wake.get() = Wake::Waker(waker) };
+    }
+
+    /// The state now, without waiting. `Decided` answers are final, and
+    /// (Acquire) the slot holds what the claimer left there.
+    pub(crate) fn check(&self) -> Check {
+        // Acquire: pairs with the Release store in `Claimed::complete`.
+        match self.state.load(Ordering::Acquire) {
+            WAITING => Check::Waiting,
+            CLAIMED => Check::Claimed,
+            ABORTED => Check::Decided(Outcome::Aborted),
+            RETRY => Check::Decided(Outcome::Retry),
+            s => Check::Decided(Outcome::Done(s - DONE)),
+        }
+    }
+
+    /// Waits, without parking, for a claimer to decide the waiter: for a
+    /// future's waiter whose [`try_abort`](Self::try_abort) failed and that
+    /// cannot return `Pending` (it is being dropped). Spins, then yields the
+    /// task or thread. The claimer normally decides within a few
+    /// instructions; a reserved `Select` send holds the claim until its user
+    /// completes it.
+    pub(crate) fn wait_decided(&self) -> Outcome {
+        let backoff = Backoff::new();
+        loop {
+            match self.check() {
+                Check::Decided(o) => return o,
+                Check::Waiting => unreachable!("a waiter that failed to abort was claimed"),
+                Check::Claimed => {
+                    if backoff.is_completed() {
+                        crate::task::park::yield_now();
+                    } else {
+                        backoff.snooze();
+                    }
+                }
+            }
         }
     }
 
@@ -222,7 +315,9 @@ impl Waiter {
             match s {
                 CLAIMED => {
                     // The claimer is between waking us and storing DONE: a
-                    // few instructions, unless its thread was preempted.
+                    // few instructions, unless its thread was preempted (or
+                    // it is a `Select` send that reserved us and waits for
+                    // its user to hand over the value).
                     if backoff.is_completed() {
                         crate::task::park::yield_now();
                     } else {
@@ -230,6 +325,7 @@ impl Waiter {
                     }
                 }
                 ABORTED => return Outcome::Aborted,
+                RETRY => return Outcome::Retry,
                 _ => match deadline {
                     None => self.park(),
                     Some(d) => {
@@ -339,16 +435,33 @@ impl<T> Claimed<T> {
     /// visible, so nothing touches the waiter after it.
     #[inline]
     pub(crate) fn finish(self) {
+        let state = DONE + self.arm;
+        self.complete(state);
+    }
+
+    /// Lets the waiter go without completing anything: `CLAIMED -> RETRY`.
+    /// The slot must be as the waiter left it (a receive's slot empty).
+    pub(crate) fn release(self) {
+        self.complete(RETRY);
+    }
+
+    /// Wakes the waiter and stores its final state.
+    #[inline(always)]
+    fn complete(self, state: usize) {
         // SAFETY: we own the CLAIMED waiter; it stays alive until DONE.
         let w = unsafe { &*self.waiter };
         if w.task.is_null() {
-            // SAFETY: CLAIMED gives us exclusive access to the handle cell.
-            let thread = unsafe { (*w.thread.get()).take() };
+            // SAFETY: CLAIMED gives us exclusive access to the wake cell.
+            let wake = unsafe { std::mem::replace(&mut *w.wake.get(), Wake::Nothing) };
             // Release: publishes the slot contents; pairs with the Acquire
-            // load in `Waiter::wait`.
-            w.state.store(DONE + self.arm, Ordering::Release);
-            if let Some(t) = thread {
-                t.unpark();
+            // load in `Waiter::wait` (or `check`).
+            w.state.store(state, Ordering::Release);
+            // The handle was moved out first: the waiter (and the future
+            // holding it) may be gone by now.
+            match wake {
+                Wake::Thread(t) => t.unpark(),
+                Wake::Waker(waker) => waker.wake(),
+                Wake::Nothing => {}
             }
         } else {
             // SAFETY: `task` came from `current_task_ptr`: the running
@@ -360,7 +473,7 @@ impl<T> Claimed<T> {
             }
             // Release: as above. The unpark came first, so the header is
             // not touched after the waiter may have returned.
-            w.state.store(DONE + self.arm, Ordering::Release);
+            w.state.store(state, Ordering::Release);
         }
     }
 }
@@ -456,6 +569,34 @@ impl<T> WaitQueue<T> {
                 });
             }
             // Stale (aborted, or won by another channel): dropped.
+            n = next;
+        }
+        None
+    }
+
+    /// Claims the oldest node whose waiter is undecided and is not `me`
+    /// (`me`'s own nodes are left in place). Stale nodes are unlinked.
+    pub(crate) fn claim_other(&mut self, me: *const Waiter) -> Option<Claimed<T>> {
+        let mut n = self.head;
+        while !n.is_null() {
+            // SAFETY: `n` is queued and we hold the lock: the node and its
+            // waiter are alive (module docs).
+            let (next, waiter, arm) = unsafe {
+                let l = links(n);
+                (l.next, l.waiter, l.arm)
+            };
+            if waiter != me {
+                // SAFETY: `n` is in this queue; lock held.
+                unsafe { self.unlink(n) };
+                // SAFETY: as in `claim`.
+                if unsafe { (*waiter).try_claim() } {
+                    return Some(Claimed {
+                        node: n,
+                        waiter,
+                        arm,
+                    });
+                }
+            }
             n = next;
         }
         None
