@@ -1,20 +1,25 @@
 //! The channel itself, shared by its senders and receivers: one design for
-//! all three flavours (rendezvous, bounded, unbounded).
+//! all three flavours (rendezvous, bounded, unbounded), and for the timer
+//! channels.
 //!
 //! # State
 //!
-//! Under one [`SpinLock`]: the buffer of values (never longer than the
-//! capacity; always empty for a rendezvous channel), the queue of blocked
-//! senders (each node's slot holds the value it wants to send), the queue
-//! of blocked receivers (each node's slot is empty, waiting for a value),
-//! and the `disconnected` flag.
+//! Under one [`SpinLock`]: the buffer of values (no longer than the
+//! capacity, except for a value given back, below; always empty for a
+//! rendezvous channel otherwise), the queue of blocked senders (each node's
+//! slot holds the value it wants to send), the queue of blocked receivers
+//! (each node's slot is empty, waiting for a value), the queue of `Select`
+//! send *probes* (nodes without a value, waiting to hear that a send could
+//! complete), the count of buffer slots `reserved` for selected `Select`
+//! sends, a timer channel's [`Clock`], and the `disconnected` flag.
 //!
 //! Invariants, while the lock is free: if receivers are waiting (undecided)
-//! the buffer is empty; if senders are waiting the buffer is full. So a send
-//! first looks for a waiting receiver and hands its value **directly into
-//! that receiver's slot**, then tries the buffer; a receive takes from the
-//! buffer (refilling it from the oldest waiting sender, so values keep their
-//! order), or straight from a waiting sender's slot.
+//! the buffer is empty; if senders are waiting the buffer (with its
+//! reserved slots) is full. So a send first looks for a waiting receiver
+//! and hands its value **directly into that receiver's slot**, then tries
+//! the buffer; a receive takes from the buffer (refilling it from the
+//! oldest waiting sender, so values keep their order), or straight from a
+//! waiting sender's slot.
 //!
 //! # Completing a peer
 //!
@@ -24,12 +29,43 @@
 //! released. Operations therefore return a [`Claimed`] that the caller must
 //! `finish` once it dropped the guard.
 //!
+//! # `Select` sends: probes and reservations
+//!
+//! A `Select` send arm has no value until its selection is completed
+//! (`select_dyn.rs`). Selecting it *reserves* the send
+//! ([`Reservation`]): a waiting receiver, claimed, or a buffer slot, counted
+//! in `reserved` so other senders see it taken. While such an arm waits, it
+//! queues a probe. Whoever makes a send possible tells the oldest probe:
+//! a receiver that starts waiting ([`State::register_receiver`]), and a
+//! receive that frees a slot no waiting sender takes (`refill`). Probes
+//! come after real senders: a freed slot goes to a waiting sender first.
+//!
+//! # Values given back
+//!
+//! A receive can be handed a value and then not return it: a dropped
+//! `recv_async` future, a `Select` receive never completed.
+//! [`Chan::give_back`] returns the value to a waiting receiver, or else to
+//! the *front* of the buffer: it was the oldest value (a value is handed to
+//! a waiting receiver only while the buffer is empty). That can take the
+//! buffer one past its capacity for a while (a rendezvous channel then holds
+//! a value); sends see it full, and a receive that takes it refills only
+//! what the capacity allows. (Two values given back at once may come back
+//! in either order.)
+//!
+//! # Timer channels
+//!
+//! A timer channel has a [`Clock`] and no sender: a receive that finds the
+//! buffer empty asks the clock for a message due now. A receiver that has
+//! to wait also wakes at the clock's next deadline, since no sender will
+//! wake it, and looks again (`recv_clocked`, and the arms of a select).
+//!
 //! # Disconnection
 //!
 //! When the last sender or the last receiver goes, `disconnected` is set and
 //! every blocked operation is completed *without* moving a value: a receiver
 //! finds its slot empty (`RecvError`), a sender finds its value still in its
-//! slot (`SendError`). When the last receiver goes, the buffered values are
+//! slot (`SendError`), a probe's `Select` looks again and finds the channel
+//! disconnected. When the last receiver goes, the buffered values are
 //! dropped too (outside the lock): nobody can receive them any more.
 
 use std::collections::VecDeque;

@@ -1,5 +1,5 @@
 //! Timer channels, as in crossbeam-channel: [`after`], [`at`], [`tick`] and
-//! [`never`].
+//! [`never()`].
 //!
 //! Each is an ordinary channel (a [`Receiver`] like any other, so it works
 //! with `recv`, `try_recv`, `recv_timeout`, iterators, [`select!`](crate::select),

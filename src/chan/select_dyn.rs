@@ -359,8 +359,9 @@ impl fmt::Debug for Select<'_> {
 /// [`recv`](Self::recv) or [`send`](Self::send), passing a handle of the
 /// channel the operation was added with; completing never waits.
 ///
-/// Complete it promptly: a selected send may hold a receiver, which waits
-/// until the value comes.
+/// Complete it promptly: a selected send may hold a waiting receiver (a
+/// task, a thread or a pending `recv_async` future), which waits until the
+/// value comes; dropping such a future meanwhile waits for it too.
 ///
 /// # Panics
 /// Dropping it without completing it panics (crossbeam's rule), after

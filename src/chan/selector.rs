@@ -1,5 +1,6 @@
-//! The selection algorithm behind [`select!`](crate::select): waiting on
-//! several channel operations at once and completing exactly one.
+//! The selection algorithm behind [`select!`](crate::select) and
+//! [`Select`](super::Select): waiting on several channel operations at once
+//! and completing exactly one.
 //!
 //! # Algorithm
 //!
@@ -22,25 +23,37 @@
 //!    if values move between its channels while it looks at them one by one
 //!    (Go's `TestNonblockSelectRace`).
 //! 5. Park until a peer completes one arm (`DONE + arm`), or the deadline
-//!    passes and the waiter aborts itself.
+//!    passes and the waiter aborts itself. A timer channel's arm gives the
+//!    deadline of its next message when it registers (no peer announces
+//!    it): the park ends at the earliest of those too, and the select
+//!    starts over at step 1, where that arm now completes.
 //! 6. Unregister from every channel the waiter was registered on (each under
-//!    its lock), then report the arm.
+//!    its lock), then report the arm. A `Select` send arm was only told that
+//!    a send could complete (its probe was claimed, see `channel.rs`): now
+//!    it reserves the send, or, if another sender got there first, the
+//!    select starts over. A waiter released with `RETRY` (a receive arm
+//!    reserved by a `Select` send that was then given up) starts over too.
 //!
 //! Peers claim the waiter with one CAS (see `waiter.rs`), so however many
-//! channels fire at once, exactly one arm completes. A waiter is never
-//! claimed and then released again, which is what makes the "abort and
-//! retry" of steps 3 and 4 safe: a peer that lost the CAS simply serves someone else.
+//! channels fire at once, exactly one arm completes. A claimed waiter never
+//! goes back to `WAITING`, which is what makes the "abort and retry" of
+//! steps 3 and 4 safe: a peer that lost the CAS simply serves someone else.
+//! (`RETRY` does not reopen the waiter: the select leaves it and starts
+//! over with a fresh one.)
 //!
-//! One `select!` never pairs with itself (a send and a receive arm on the
+//! One selection never pairs with itself (a send and a receive arm on the
 //! same channel): it claims peers only in step 2, when none of its own nodes
-//! is queued anywhere, and in step 3 its own nodes do not count as a ready
-//! peer.
+//! is queued anywhere, and in step 6 after unregistering them all; in step
+//! 3 its own nodes do not count as a ready peer, and a receive arm that
+//! registers tells only other selections' probes.
 //!
 //! # No allocation
 //!
-//! The arms, their value slots and the waiter all live in the caller's
-//! frame; the channels' queues point at them only between registration and
-//! unregistration, and this function does not return in between.
+//! For `select!`, the arms, their value slots and the waiter all live in the
+//! caller's frame; the channels' queues point at them only between
+//! registration and unregistration, and this function does not return in
+//! between. A `Select` keeps its arms in boxes made when they are added,
+//! and reuses them for every selection.
 
 use std::time::{Duration, Instant};
 
