@@ -18,6 +18,7 @@
 //! | `WAITING`    | registered; nobody has decided the operation yet               |
 //! | `ABORTED`    | the waiter gave up (timeout, or a `select!` saw a ready arm)   |
 //! | `CLAIMED`    | a peer won the waiter and is completing one of its operations  |
+//! | `RETRY`      | the peer let it go with nothing done: start the operation over |
 //! | `DONE + arm` | finished: operation `arm` completed (or saw disconnection)     |
 //!
 //! Transitions, with the side that performs each:
@@ -27,6 +28,8 @@
 //!      WAITING -> CLAIMED      CAS: the one decision; the winner owns the waiter
 //!  claimer, after moving the value and waking the waiter (lock not needed):
 //!      CLAIMED -> DONE + arm   store (Release): the claimer's last touch
+//!  a claimer that reserved a receive and gave it up (see below):
+//!      CLAIMED -> RETRY        store (Release), slot untouched
 //!  the waiter itself, on timeout or when a select! arm turned out ready:
 //!      WAITING -> ABORTED      CAS: the waiter owns its operation again
 //! ```
@@ -68,30 +71,81 @@
 //! `WAITING -> ABORTED` against P1's `WAITING -> CLAIMED`. If S wins it
 //! unregisters from A and starts over; if P1 wins, S waits for `DONE + a`.
 //!
+//! # Reserved receivers and `RETRY`
+//!
+//! A selected send of a [`Select`](super::Select) has no value yet: its
+//! value comes when the caller completes the operation. To promise that
+//! completing will not wait, selection claims a waiting receiver and holds
+//! the claim (`CLAIMED`) until the value comes (`select_dyn.rs`), which
+//! may take as long as the caller's code between `select` and `send`. If
+//! the selected operation is dropped instead, the claim is released with
+//! `RETRY`: the receiver finds its slot empty and every node unlinked or
+//! stale, and starts its operation over (a stale node of a `select!` is
+//! never used again, since its waiter starts over with fresh nodes). No
+//! other path stores `RETRY`, and no state goes back to `WAITING`.
+//!
+//! # Waiters that are futures
+//!
+//! A pending [`RecvFut`](super::RecvFut) or [`SendFut`](super::SendFut)
+//! waits with a waiter built by `Waiter::for_waker`: no task, and a
+//! [`Waker`] in the wake cell. The waiter and its node live in a heap block
+//! the future owns (`future.rs`), since a future returns between polls.
+//! The hand-off is the thread waiter's: the claimer moves the waker out of
+//! the cell while it owns the waiter (`CLAIMED`), stores `DONE`, then wakes
+//! the waker, so it never touches the block once the future may free it.
+//!
+//! The future's own side, and its races:
+//!
+//! ```text
+//!  future F (poll or drop)                    claimer C
+//!  poll: state WAITING, same waker   ->  Pending, touches nothing
+//!  poll: state WAITING, new waker:
+//!    lock the channel; still WAITING?         C claims only under that
+//!    yes: replace the waker; unlock           lock: it claims before (F
+//!                                             sees CLAIMED/DONE) or after
+//!                                             (and wakes the new waker)
+//!  poll: CLAIMED  ->  spin; then wake_by_ref  C is between CAS and DONE
+//!                     and Pending (no block)
+//!  poll: DONE     ->  take the slot           C is done with the block
+//!  drop: CAS WAITING -> ABORTED:
+//!    won: lock, unlink the node, free         C's CAS fails: it skips us
+//!    lost: spin (then yield) until DONE or    C finishes; F gives back a
+//!          RETRY; a received value goes back  received value to the
+//!          to the channel                     channel (`Chan::give_back`)
+//! ```
+//!
 //! # Why the waiter's memory stays valid
 //!
 //! The `Waiter` and its nodes (with their slots) live on the waiting task's
-//! stack. The waiting function does not return (so the frame stays) until
-//! **every** node is unlinked and no peer is still touching it:
+//! stack (or in a pending future's heap block, which the future frees under
+//! the same rule). The waiting function does not return (so the frame
+//! stays) until **every** node is unlinked and no peer is still touching
+//! it:
 //!
 //! - a node's links are read or written only under its channel's lock;
 //! - a successful claimer unlinks the node it claimed, and its last access
-//!   to the node or the waiter is the `DONE` store; the waiter returns only
-//!   after it observed `DONE` (Acquire);
+//!   to the node or the waiter is the `DONE` (or `RETRY`) store; the waiter
+//!   returns only after it observed that store (Acquire);
 //! - every other node (a `select!`'s other arms, or all of them after an
 //!   abort) is unlinked by the waiter itself under each channel's lock
 //!   before it returns; a failed claimer only touched the node under that
 //!   lock.
 //!
-//! The same argument keeps the task alive: the claimer wakes the waiter
-//! *before* storing `DONE`, through a borrowed pointer to the task header,
-//! and the task cannot finish (so its header cannot be freed) before it has
-//! seen `DONE`. That saves a reference count increment and decrement on every
-//! blocking operation. The price is that a waiter woken early can see
-//! `CLAIMED` for the few instructions between the wake-up and the store; it
-//! spins (then yields) through that window. A thread waiter is instead woken
-//! after the store, with a `Thread` handle the claimer moved out while it
-//! owned the waiter, so a thread never spins on a claimer's system call.
+//! The same argument keeps the task alive: the claimer takes the task out
+//! of its parked state (`unpark_raw`) *before* storing `DONE`, through a
+//! borrowed pointer to the task header, and the task cannot finish (so its
+//! header cannot be freed) before it has seen `DONE`. That saves a reference
+//! count increment and decrement on every blocking operation. If the task
+//! was parked, that unpark hands the claimer the task's `Runnable` (the
+//! reference the parked state held); the claimer stores `DONE`, and only
+//! then schedules the `Runnable`, so the task finds `DONE` when it runs. A
+//! wake-up from another thread may have to wake a sleeping Processer (a
+//! system call): the task never spins through it. A task woken before it
+//! parked (the unpark left a token) can still see `CLAIMED` for the few
+//! instructions before the store; it spins (then yields) through that
+//! window. A thread or future waiter is woken after the store, with a
+//! `Thread` handle or a `Waker` the claimer moved out while it owned the
+//! waiter.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -468,12 +522,17 @@ impl<T> Claimed<T> {
             // task's header. The task is blocked in `wait` until it sees
             // DONE, so it has not finished and its header is alive (held by
             // its Runnable or by its parked state).
-            if let Some(r) = unsafe { crate::runtime::task::unpark_raw(w.task) } {
+            let woken = unsafe { crate::runtime::task::unpark_raw(w.task) };
+            // Release: as above. Stored before the task is scheduled, so it
+            // finds DONE when it runs, and never spins through a slow
+            // wake-up (one from another thread may wake a sleeping
+            // Processer: a system call). After the store the waiter may
+            // return; the header is then touched only through the
+            // Runnable, a counted reference.
+            w.state.store(state, Ordering::Release);
+            if let Some(r) = woken {
                 crate::runtime::context::schedule(r);
             }
-            // Release: as above. The unpark came first, so the header is
-            // not touched after the waiter may have returned.
-            w.state.store(state, Ordering::Release);
         }
     }
 }
