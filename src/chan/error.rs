@@ -243,3 +243,29 @@ impl From<RecvError> for RecvTimeoutError {
         RecvTimeoutError::Disconnected
     }
 }
+
+/// [`Select::try_select`](super::Select::try_select) found no operation
+/// ready.
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+pub struct TrySelectError;
+
+impl fmt::Display for TrySelectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("all operations in select would block")
+    }
+}
+
+impl Error for TrySelectError {}
+
+/// [`Select::select_timeout`](super::Select::select_timeout) saw no
+/// operation become ready before the timeout.
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+pub struct SelectTimeoutError;
+
+impl fmt::Display for SelectTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("timed out waiting on select")
+    }
+}
+
+impl Error for SelectTimeoutError {}

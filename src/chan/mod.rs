@@ -1,4 +1,5 @@
-//! Channels that park tasks (and block threads), with [`select!`](crate::select).
+//! Channels that park tasks (and block threads), with [`select!`](crate::select),
+//! a run-time [`Select`], timer channels, and futures for async code.
 //!
 //! Multi-producer multi-consumer channels in three flavours:
 //!
@@ -46,24 +47,90 @@
 //! once, and exactly one arm completes: the first channel that can serve
 //! it claims it, and the other arms have no effect. `ARCHITECTURE.md`,
 //! "Sync primitives and channels", has the design.
+//!
+//! # From async code
+//!
+//! [`Receiver::recv_async`] and [`Sender::send_async`] return futures
+//! ([`RecvFut`], [`SendFut`]) that any executor can drive: tokio, `futures`,
+//! or gofer's [`block_on_future`](crate::block_on_future). So async tasks and
+//! gofer tasks talk through the same channel, both ways. Both futures are
+//! cancel-safe: a dropped `recv_async` loses no value, a dropped
+//! `send_async` either sent its value or sent nothing.
+//!
+//! ```
+//! let (tx, rx) = gofer::chan::bounded::<u32>(1);
+//! let t = std::thread::spawn(move || tx.send(7).unwrap()); // or a task
+//! let v = futures::executor::block_on(rx.recv_async());
+//! assert_eq!(v, Ok(7));
+//! # t.join().unwrap();
+//! ```
+//!
+//! # Timers and dynamic selection, as in crossbeam-channel
+//!
+//! [`after`], [`at`], [`tick`] and [`never()`] make receivers of timer
+//! channels, for timeouts and periodic work in `select!` (or anywhere a
+//! receiver goes). A task waiting on one parks on gofer's timers; no thread
+//! is started per timer.
+//!
+//! [`Select`] waits on operations whose number is known only at run time;
+//! the [`SelectedOperation`] it returns is completed with
+//! [`recv`](SelectedOperation::recv) or [`send`](SelectedOperation::send).
+//!
+//! ```
+//! use std::time::Duration;
+//! use gofer::chan::{after, unbounded, Select};
+//!
+//! let rxs: Vec<_> = (0..3).map(|_| unbounded::<u32>()).collect();
+//! rxs[1].0.send(10).unwrap();
+//! let timeout = after(Duration::from_secs(1));
+//! let mut sel = Select::new();
+//! for (_, rx) in &rxs {
+//!     sel.recv(rx);
+//! }
+//! let t = sel.recv(&timeout);
+//! let oper = sel.select();
+//! assert_ne!(oper.index(), t);
+//! let i = oper.index();
+//! assert_eq!(oper.recv(&rxs[i].1), Ok(10));
+//! ```
+//!
+//! # Design
+//!
+//! One lock-protected state per channel (`channel.rs`), with a queue of
+//! blocked senders and one of blocked receivers. A blocked operation waits
+//! on a waiter that lives on its own stack (`waiter.rs`); a peer that can
+//! serve it claims it with one CAS, moves the value directly into (or out
+//! of) its slot, and wakes it. `select!` registers one waiter on every arm's
+//! channel; the first channel to fire claims it (`selector.rs`). `Select`
+//! runs the same algorithm over a vector of arms (`select_dyn.rs`). A
+//! pending future waits with a waiter that wakes a `Waker`, in a heap block
+//! it owns (`future.rs`). A timer channel is a channel without senders whose
+//! messages a clock makes on demand (`clock.rs`).
 
 mod channel;
+mod clock;
 mod error;
+mod future;
 mod iter;
 mod lock;
 mod receiver;
 mod rng;
 mod select;
+mod select_dyn;
 mod selector;
 mod sender;
 mod waiter;
 
 pub use channel::{bounded, unbounded};
+pub use clock::{after, at, never, tick};
 pub use error::{
-    RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
+    RecvError, RecvTimeoutError, SelectTimeoutError, SendError, SendTimeoutError, TryRecvError,
+    TrySelectError, TrySendError,
 };
+pub use future::{RecvFut, SendFut};
 pub use iter::{IntoIter, Iter, TryIter};
 pub use receiver::Receiver;
+pub use select_dyn::{Select, SelectedOperation};
 pub use sender::Sender;
 
 /// What the `select!` expansion uses; not part of the API.

@@ -7,10 +7,13 @@ use std::time::{Duration, Instant};
 
 use super::channel::{Chan, RecvAttempt};
 use super::error::{RecvError, RecvTimeoutError, TryRecvError};
+use super::future::RecvFut;
 use super::iter::{IntoIter, Iter, TryIter};
 
 /// The receiving half of a channel, made by [`bounded`](super::bounded) or
-/// [`unbounded`](super::unbounded).
+/// [`unbounded`](super::unbounded); or a timer channel's only half, made by
+/// [`after`](super::after), [`at`](super::at), [`tick`](super::tick) or
+/// [`never`](super::never).
 ///
 /// Clone it to receive from several tasks or threads (each value goes to
 /// exactly one of them). When the last `Receiver` is dropped the channel
@@ -24,6 +27,11 @@ pub struct Receiver<T> {
 }
 
 impl<T> Receiver<T> {
+    /// A receiver of `chan`, counted as its first.
+    pub(crate) fn from_chan(chan: Arc<Chan<T>>) -> Receiver<T> {
+        Receiver { chan }
+    }
+
     /// Receives a value, waiting while the channel is empty.
     ///
     /// Once every sender is gone it still returns the values left in the
@@ -38,6 +46,27 @@ impl<T> Receiver<T> {
     /// ```
     pub fn recv(&self) -> Result<T, RecvError> {
         self.chan.recv(None).map_err(|_| RecvError)
+    }
+
+    /// Receives a value from async code: a future that completes with the
+    /// next value, or with [`RecvError`] once the channel is empty and every
+    /// sender is gone. Any executor can poll it (tokio, `futures`,
+    /// [`block_on_future`](crate::block_on_future)); it parks nothing and
+    /// needs no runtime.
+    ///
+    /// The future is cancel-safe: dropped before it completes, it loses no
+    /// value (one already handed to it goes back to the channel). While it
+    /// waits it holds a small heap block (allocated at its first wait).
+    ///
+    /// ```
+    /// let (tx, rx) = gofer::chan::bounded(1);
+    /// let sender = std::thread::spawn(move || tx.send("hi").unwrap());
+    /// let got = gofer::block_on_future(rx.recv_async());
+    /// assert_eq!(got, Ok("hi"));
+    /// sender.join().unwrap();
+    /// ```
+    pub fn recv_async(&self) -> RecvFut<'_, T> {
+        RecvFut::new(self)
     }
 
     /// Receives a value if one is there without waiting.

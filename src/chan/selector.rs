@@ -1,5 +1,6 @@
-//! The selection algorithm behind [`select!`](crate::select): waiting on
-//! several channel operations at once and completing exactly one.
+//! The selection algorithm behind [`select!`](crate::select) and
+//! [`Select`](super::Select): waiting on several channel operations at once
+//! and completing exactly one.
 //!
 //! # Algorithm
 //!
@@ -22,36 +23,58 @@
 //!    if values move between its channels while it looks at them one by one
 //!    (Go's `TestNonblockSelectRace`).
 //! 5. Park until a peer completes one arm (`DONE + arm`), or the deadline
-//!    passes and the waiter aborts itself.
+//!    passes and the waiter aborts itself. A timer channel's arm gives the
+//!    deadline of its next message when it registers (no peer announces
+//!    it): the park ends at the earliest of those too, and the select
+//!    starts over at step 1, where that arm now completes.
 //! 6. Unregister from every channel the waiter was registered on (each under
-//!    its lock), then report the arm.
+//!    its lock), then report the arm. A `Select` send arm was only told that
+//!    a send could complete (its probe was claimed, see `channel.rs`): now
+//!    it reserves the send, or, if another sender got there first, the
+//!    select starts over. A waiter released with `RETRY` (a receive arm
+//!    reserved by a `Select` send that was then given up) starts over too.
 //!
 //! Peers claim the waiter with one CAS (see `waiter.rs`), so however many
-//! channels fire at once, exactly one arm completes. A waiter is never
-//! claimed and then released again, which is what makes the "abort and
-//! retry" of steps 3 and 4 safe: a peer that lost the CAS simply serves someone else.
+//! channels fire at once, exactly one arm completes. A claimed waiter never
+//! goes back to `WAITING`, which is what makes the "abort and retry" of
+//! steps 3 and 4 safe: a peer that lost the CAS simply serves someone else.
+//! (`RETRY` does not reopen the waiter: the select leaves it and starts
+//! over with a fresh one.)
 //!
-//! One `select!` never pairs with itself (a send and a receive arm on the
+//! One selection never pairs with itself (a send and a receive arm on the
 //! same channel): it claims peers only in step 2, when none of its own nodes
-//! is queued anywhere, and in step 3 its own nodes do not count as a ready
-//! peer.
+//! is queued anywhere, and in step 6 after unregistering them all; in step
+//! 3 its own nodes do not count as a ready peer, and a receive arm that
+//! registers tells only other selections' probes.
 //!
 //! # No allocation
 //!
-//! The arms, their value slots and the waiter all live in the caller's
-//! frame; the channels' queues point at them only between registration and
-//! unregistration, and this function does not return in between.
+//! For `select!`, the arms, their value slots and the waiter all live in the
+//! caller's frame; the channels' queues point at them only between
+//! registration and unregistration, and this function does not return in
+//! between. A `Select` keeps its arms in boxes made when they are added,
+//! and reuses them for every selection.
 
 use std::time::{Duration, Instant};
 
-use super::channel::{RecvAttempt, SendAttempt};
+use super::channel::{earliest, RecvAttempt, SendAttempt};
 use super::error::{RecvError, SendError};
 use super::receiver::Receiver;
 use super::rng;
 use super::sender::Sender;
 use super::waiter::{Node, Outcome, Waiter};
 
-/// One operation of a `select!`, as the algorithm sees it.
+/// What registering an arm found.
+pub(crate) enum Registration {
+    /// The operation looks ready now: nothing was registered.
+    Ready,
+    /// Registered; look again at this instant if nothing happens before (a
+    /// timer channel's next message, which no peer will announce).
+    Waiting(Option<Instant>),
+}
+
+/// One operation of a `select!` (or of a [`Select`](super::Select)), as the
+/// algorithm sees it.
 ///
 /// While an arm is registered, peers on other threads reach its node through
 /// raw pointers, so the methods that run then (`register`, `unregister`)
@@ -62,19 +85,34 @@ pub(crate) trait SelectArm {
     fn try_complete(&mut self) -> bool;
 
     /// Registers `waiter` as arm `arm` on the operation's channel, unless the
-    /// operation looks ready now (then returns `true` and registers nothing).
+    /// operation looks ready now (then registers nothing).
     ///
     /// # Safety
     /// The caller keeps `self` and `waiter` in place, and calls
     /// [`unregister`](Self::unregister) before either goes away or moves
     /// (see `waiter.rs`); [`select`] does.
-    unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool;
+    unsafe fn register(&self, waiter: &Waiter, arm: usize) -> Registration;
 
     /// Unlinks the arm's node from the operation's channel, if still queued.
     fn unregister(&self);
 
-    /// A peer completed this arm: turn the slot into the arm's result.
-    fn completed(&mut self);
+    /// A peer completed this arm (every node is unregistered now): turn the
+    /// slot into the arm's result. `false` if the arm is not complete after
+    /// all (a `Select` send was told a send could complete, and found the
+    /// chance gone): the select starts over.
+    fn completed(&mut self) -> bool;
+}
+
+/// The arms of one selection, by index.
+pub(crate) trait Arms {
+    /// Arm `i`.
+    fn arm(&mut self, i: usize) -> &mut dyn SelectArm;
+}
+
+impl Arms for [ArmRef<'_>] {
+    fn arm(&mut self, i: usize) -> &mut dyn SelectArm {
+        &mut *self[i].0
+    }
 }
 
 /// A borrowed arm, as passed to [`select`]. Made by `RecvArm::arm` and
@@ -143,6 +181,17 @@ impl<'a, T> RecvArm<'a, T> {
     pub fn into_result(self) -> Result<T, RecvError> {
         self.result.expect("gofer::select!: arm was not selected")
     }
+
+    /// The receiver, for a [`Select`](super::Select) that reuses this arm.
+    pub(crate) fn receiver(&self) -> &'a Receiver<T> {
+        self.rx
+    }
+
+    /// The result slot, for a [`Select`](super::Select): filled when the
+    /// arm is selected, emptied when the selection is completed.
+    pub(crate) fn result_mut(&mut self) -> &mut Option<Result<T, RecvError>> {
+        &mut self.result
+    }
 }
 
 impl<T> SelectArm for RecvArm<'_, T> {
@@ -157,24 +206,30 @@ impl<T> SelectArm for RecvArm<'_, T> {
 
     /// # Safety
     /// The contract of [`SelectArm::register`].
-    unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool {
+    unsafe fn register(&self, waiter: &Waiter, arm: usize) -> Registration {
         let mut st = self.rx.chan.lock();
         if st.recv_ready(waiter) {
-            return true;
+            return Registration::Ready;
         }
+        let wake_at = st.clock_deadline();
         // SAFETY: the caller keeps `self` (holding the node) and `waiter` in
         // place until it unregisters (this function's contract).
-        unsafe { st.register_receiver(&self.node, waiter, arm) };
-        false
+        let probe = unsafe { st.register_receiver(&self.node, waiter, arm) };
+        drop(st);
+        if let Some(p) = probe {
+            p.finish();
+        }
+        Registration::Waiting(wake_at)
     }
 
     fn unregister(&self) {
         self.rx.chan.lock().unregister_receiver(&self.node);
     }
 
-    fn completed(&mut self) {
+    fn completed(&mut self) -> bool {
         // A sender filled the slot, or the channel disconnected.
         self.result = Some(self.node.take().ok_or(RecvError));
+        true
     }
 }
 
@@ -232,27 +287,28 @@ impl<T> SelectArm for SendArm<'_, T> {
 
     /// # Safety
     /// The contract of [`SelectArm::register`].
-    unsafe fn register(&self, waiter: &Waiter, arm: usize) -> bool {
+    unsafe fn register(&self, waiter: &Waiter, arm: usize) -> Registration {
         let chan = &self.tx.chan;
         let mut st = chan.lock();
         if st.send_ready(chan.cap(), waiter) {
-            return true;
+            return Registration::Ready;
         }
         // SAFETY: as for `RecvArm::register`.
         unsafe { st.register_sender(&self.node, waiter, arm) };
-        false
+        Registration::Waiting(None)
     }
 
     fn unregister(&self) {
         self.tx.chan.lock().unregister_sender(&self.node);
     }
 
-    fn completed(&mut self) {
+    fn completed(&mut self) -> bool {
         // A receiver took the value, or the channel disconnected and left it.
         self.result = Some(match self.node.take() {
             None => Ok(()),
             Some(v) => Err(SendError(v)),
         });
+        true
     }
 }
 
@@ -261,7 +317,7 @@ impl<T> SelectArm for SendArm<'_, T> {
 /// result is then in the arm (`into_result`). Used by the `select!`
 /// expansion only.
 #[doc(hidden)]
-pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize> {
+pub fn select<const N: usize>(mut arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize> {
     if N == 0 {
         match mode {
             Mode::Now => {}
@@ -276,26 +332,43 @@ pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize
     for (i, o) in order.iter_mut().enumerate() {
         *o = i;
     }
+    select_arms(&mut arms[..], &mut order, mode)
+}
+
+/// The algorithm of the module docs over the arms whose indices are in
+/// `order` (not empty; shuffled in place).
+pub(crate) fn select_arms<A: Arms + ?Sized>(
+    arms: &mut A,
+    order: &mut [usize],
+    mode: Mode,
+) -> Option<usize> {
+    debug_assert!(!order.is_empty());
     loop {
-        rng::shuffle(&mut order);
-        for &i in &order {
-            if arms[i].0.try_complete() {
+        rng::shuffle(order);
+        for &i in order.iter() {
+            if arms.arm(i).try_complete() {
                 return Some(i);
             }
         }
-        let waiter = Waiter::new().named(crate::runtime::wait::WaitOn::ChanSelect(N));
+        let waiter = Waiter::new().named(crate::runtime::wait::WaitOn::ChanSelect(order.len()));
         let mut registered = 0;
         let mut ready = false;
-        for &i in &order {
+        let mut wake_at = mode.deadline();
+        for &i in order.iter() {
             // SAFETY: the arms are borrowed for this whole call, so they stay
             // in place; `waiter` lives in this frame; every registered arm is
             // unregistered below, before the waiter goes out of scope or the
             // loop starts over.
-            if unsafe { arms[i].0.register(&waiter, i) } {
-                ready = true;
-                break;
+            match unsafe { arms.arm(i).register(&waiter, i) } {
+                Registration::Ready => {
+                    ready = true;
+                    break;
+                }
+                Registration::Waiting(at) => {
+                    wake_at = earliest(wake_at, at);
+                    registered += 1;
+                }
             }
-            registered += 1;
         }
         let give_up = match mode {
             Mode::Block => false,
@@ -310,23 +383,32 @@ pub fn select<const N: usize>(arms: [ArmRef<'_>; N], mode: Mode) -> Option<usize
                 waiter.wait(None)
             }
         } else {
-            waiter.wait(mode.deadline())
+            waiter.wait(wake_at)
         };
         // Unlink every remaining node before `waiter` (and the arms)
         // can go away; the completed arm's node was unlinked by its peer.
         for &i in &order[..registered] {
-            arms[i].0.unregister();
+            arms.arm(i).unregister();
         }
         match outcome {
             Outcome::Done(i) => {
-                arms[i].0.completed();
-                return Some(i);
+                if arms.arm(i).completed() {
+                    return Some(i);
+                }
+                // A `Select` send lost the chance it was told of: again.
             }
+            // A `Select` send reserved one of our receives, then gave up.
+            Outcome::Retry => {}
             // An arm became ready while registering: try them all again.
-            Outcome::Aborted if ready => continue,
-            // Nothing was ready while we were registered everywhere (a
-            // non-blocking select), or the deadline passed.
-            Outcome::Aborted => return None,
+            Outcome::Aborted if ready => {}
+            Outcome::Aborted => match mode {
+                // Nothing was ready while we were registered everywhere (a
+                // non-blocking select), or the deadline passed.
+                Mode::Now => return None,
+                Mode::Deadline(d) if Instant::now() >= d => return None,
+                // A timer channel's message came due: try again.
+                _ => {}
+            },
         }
     }
 }

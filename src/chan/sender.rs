@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::channel::{Chan, SendAttempt};
 use super::error::{SendError, SendTimeoutError, TrySendError};
+use super::future::SendFut;
 
 /// The sending half of a channel, made by [`bounded`](super::bounded) or
 /// [`unbounded`](super::unbounded).
@@ -35,6 +36,25 @@ impl<T> Sender<T> {
     /// ```
     pub fn send(&self, value: T) -> Result<(), SendError<T>> {
         self.chan.send(value, None).map_err(|(v, _)| SendError(v))
+    }
+
+    /// Sends `value` from async code: a future that completes once the value
+    /// is in the channel (for a rendezvous channel: once a receiver took
+    /// it), or with [`SendError`] holding the value once every receiver is
+    /// gone. Any executor can poll it; it parks nothing and needs no
+    /// runtime.
+    ///
+    /// The future is cancel-safe: dropped before it completes, it either
+    /// sent the value or sent nothing (the value is then dropped with it).
+    ///
+    /// ```
+    /// let (tx, rx) = gofer::chan::bounded(0);
+    /// let receiver = std::thread::spawn(move || rx.recv().unwrap());
+    /// gofer::block_on_future(tx.send_async(5)).unwrap();
+    /// assert_eq!(receiver.join().unwrap(), 5);
+    /// ```
+    pub fn send_async(&self, value: T) -> SendFut<'_, T> {
+        SendFut::new(self, value)
     }
 
     /// Sends `value` if that can be done without waiting.

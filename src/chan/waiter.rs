@@ -18,6 +18,7 @@
 //! | `WAITING`    | registered; nobody has decided the operation yet               |
 //! | `ABORTED`    | the waiter gave up (timeout, or a `select!` saw a ready arm)   |
 //! | `CLAIMED`    | a peer won the waiter and is completing one of its operations  |
+//! | `RETRY`      | the peer let it go with nothing done: start the operation over |
 //! | `DONE + arm` | finished: operation `arm` completed (or saw disconnection)     |
 //!
 //! Transitions, with the side that performs each:
@@ -27,6 +28,8 @@
 //!      WAITING -> CLAIMED      CAS: the one decision; the winner owns the waiter
 //!  claimer, after moving the value and waking the waiter (lock not needed):
 //!      CLAIMED -> DONE + arm   store (Release): the claimer's last touch
+//!  a claimer that reserved a receive and gave it up (see below):
+//!      CLAIMED -> RETRY        store (Release), slot untouched
 //!  the waiter itself, on timeout or when a select! arm turned out ready:
 //!      WAITING -> ABORTED      CAS: the waiter owns its operation again
 //! ```
@@ -68,34 +71,86 @@
 //! `WAITING -> ABORTED` against P1's `WAITING -> CLAIMED`. If S wins it
 //! unregisters from A and starts over; if P1 wins, S waits for `DONE + a`.
 //!
+//! # Reserved receivers and `RETRY`
+//!
+//! A selected send of a [`Select`](super::Select) has no value yet: its
+//! value comes when the caller completes the operation. To promise that
+//! completing will not wait, selection claims a waiting receiver and holds
+//! the claim (`CLAIMED`) until the value comes (`select_dyn.rs`), which
+//! may take as long as the caller's code between `select` and `send`. If
+//! the selected operation is dropped instead, the claim is released with
+//! `RETRY`: the receiver finds its slot empty and every node unlinked or
+//! stale, and starts its operation over (a stale node of a `select!` is
+//! never used again, since its waiter starts over with fresh nodes). No
+//! other path stores `RETRY`, and no state goes back to `WAITING`.
+//!
+//! # Waiters that are futures
+//!
+//! A pending [`RecvFut`](super::RecvFut) or [`SendFut`](super::SendFut)
+//! waits with a waiter built by `Waiter::for_waker`: no task, and a
+//! [`Waker`] in the wake cell. The waiter and its node live in a heap block
+//! the future owns (`future.rs`), since a future returns between polls.
+//! The hand-off is the thread waiter's: the claimer moves the waker out of
+//! the cell while it owns the waiter (`CLAIMED`), stores `DONE`, then wakes
+//! the waker, so it never touches the block once the future may free it.
+//!
+//! The future's own side, and its races:
+//!
+//! ```text
+//!  future F (poll or drop)                    claimer C
+//!  poll: state WAITING, same waker   ->  Pending, touches nothing
+//!  poll: state WAITING, new waker:
+//!    lock the channel; still WAITING?         C claims only under that
+//!    yes: replace the waker; unlock           lock: it claims before (F
+//!                                             sees CLAIMED/DONE) or after
+//!                                             (and wakes the new waker)
+//!  poll: CLAIMED  ->  spin; then wake_by_ref  C is between CAS and DONE
+//!                     and Pending (no block)
+//!  poll: DONE     ->  take the slot           C is done with the block
+//!  drop: CAS WAITING -> ABORTED:
+//!    won: lock, unlink the node, free         C's CAS fails: it skips us
+//!    lost: spin (then yield) until DONE or    C finishes; F gives back a
+//!          RETRY; a received value goes back  received value to the
+//!          to the channel                     channel (`Chan::give_back`)
+//! ```
+//!
 //! # Why the waiter's memory stays valid
 //!
 //! The `Waiter` and its nodes (with their slots) live on the waiting task's
-//! stack. The waiting function does not return (so the frame stays) until
-//! **every** node is unlinked and no peer is still touching it:
+//! stack (or in a pending future's heap block, which the future frees under
+//! the same rule). The waiting function does not return (so the frame
+//! stays) until **every** node is unlinked and no peer is still touching
+//! it:
 //!
 //! - a node's links are read or written only under its channel's lock;
 //! - a successful claimer unlinks the node it claimed, and its last access
-//!   to the node or the waiter is the `DONE` store; the waiter returns only
-//!   after it observed `DONE` (Acquire);
+//!   to the node or the waiter is the `DONE` (or `RETRY`) store; the waiter
+//!   returns only after it observed that store (Acquire);
 //! - every other node (a `select!`'s other arms, or all of them after an
 //!   abort) is unlinked by the waiter itself under each channel's lock
 //!   before it returns; a failed claimer only touched the node under that
 //!   lock.
 //!
-//! The same argument keeps the task alive: the claimer wakes the waiter
-//! *before* storing `DONE`, through a borrowed pointer to the task header,
-//! and the task cannot finish (so its header cannot be freed) before it has
-//! seen `DONE`. That saves a reference count increment and decrement on every
-//! blocking operation. The price is that a waiter woken early can see
-//! `CLAIMED` for the few instructions between the wake-up and the store; it
-//! spins (then yields) through that window. A thread waiter is instead woken
-//! after the store, with a `Thread` handle the claimer moved out while it
-//! owned the waiter, so a thread never spins on a claimer's system call.
+//! The same argument keeps the task alive: the claimer takes the task out
+//! of its parked state (`unpark_raw`) *before* storing `DONE`, through a
+//! borrowed pointer to the task header, and the task cannot finish (so its
+//! header cannot be freed) before it has seen `DONE`. That saves a reference
+//! count increment and decrement on every blocking operation. If the task
+//! was parked, that unpark hands the claimer the task's `Runnable` (the
+//! reference the parked state held); the claimer stores `DONE`, and only
+//! then schedules the `Runnable`, so the task finds `DONE` when it runs. A
+//! wake-up from another thread may have to wake a sleeping Processer (a
+//! system call): the task never spins through it. A task woken before it
+//! parked (the unpark left a token) can still see `CLAIMED` for the few
+//! instructions before the store; it spins (then yields) through that
+//! window. A thread or future waiter is woken after the store, with a
+//! `Thread` handle or a `Waker` the claimer moved out while it owned the
+//! waiter.
 
 use crate::runtime::wait::WaitOn;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Waker;
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -109,8 +164,11 @@ const WAITING: usize = 0;
 const ABORTED: usize = 1;
 /// A peer owns the waiter and is completing an operation for it.
 const CLAIMED: usize = 2;
+/// A peer claimed the waiter, then let it go without completing anything:
+/// the waiter starts its operation over.
+const RETRY: usize = 3;
 /// `DONE + arm`: operation `arm` completed.
-const DONE: usize = 3;
+const DONE: usize = 4;
 
 /// How a wait ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,18 +177,45 @@ pub(crate) enum Outcome {
     Done(usize),
     /// The waiter aborted itself (deadline passed, or `abort` succeeded).
     Aborted,
+    /// A peer claimed the waiter and released it with nothing done (a
+    /// reserved `Select` send that was given up): every node is unlinked
+    /// or stale, and the operation starts over.
+    Retry,
+}
+
+/// What [`Waiter::check`] saw, without waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Nobody decided the waiter yet.
+    Waiting,
+    /// A peer owns it and is completing an operation (or holds it reserved).
+    Claimed,
+    /// Decided: the same as [`Waiter::wait`]'s answers.
+    Decided(Outcome),
+}
+
+/// How the claimer wakes a waiter that is not a coroutine. Moved out by the
+/// claimer while it owns the waiter (`CLAIMED`), and, for a waker, replaced
+/// by the waiter only under the channel lock while `WAITING`.
+enum Wake {
+    /// Nothing to wake (a coroutine waiter: see `Waiter::task`).
+    Nothing,
+    /// A blocked thread: unparked.
+    Thread(Thread),
+    /// A pending future: its waker is woken.
+    Waker(Waker),
 }
 
 /// One blocked operation (or one blocked `select!`), on the waiting task's
-/// stack. See the module docs for the state machine and why it stays valid.
+/// stack, or in the heap block of a pending channel future. See the module
+/// docs for the state machine and why it stays valid.
 pub(crate) struct Waiter {
     state: AtomicUsize,
     /// The waiting coroutine, borrowed (see the module docs); null for a
-    /// thread.
+    /// thread or a future.
     task: *const TaskHeader,
-    /// The waiting thread, for a thread waiter. Moved out by the claimer
-    /// while it owns the waiter (`CLAIMED`).
-    thread: UnsafeCell<Option<Thread>>,
+    /// Whom to wake when `task` is null.
+    wake: UnsafeCell<Wake>,
     /// What task dumps say the waiter waits on.
     on: WaitOn,
 }
@@ -143,13 +228,13 @@ impl Waiter {
             Some(task) => Waiter {
                 state: AtomicUsize::new(WAITING),
                 task,
-                thread: UnsafeCell::new(None),
+                wake: UnsafeCell::new(Wake::Nothing),
                 on: WaitOn::Chan,
             },
             None => Waiter {
                 state: AtomicUsize::new(WAITING),
                 task: std::ptr::null(),
-                thread: UnsafeCell::new(Some(std::thread::current())),
+                wake: UnsafeCell::new(Wake::Thread(std::thread::current())),
                 on: WaitOn::Chan,
             },
         }
@@ -160,6 +245,69 @@ impl Waiter {
     pub(crate) fn named(mut self, on: WaitOn) -> Waiter {
         self.on = on;
         self
+    }
+
+    /// A waiter for a pending future, in `WAITING`: completing it wakes
+    /// `waker`. It never blocks in [`wait`](Self::wait); its owner polls
+    /// [`check`](Self::check) instead.
+    pub(crate) fn for_waker(waker: Waker) -> Waiter {
+        Waiter {
+            state: AtomicUsize::new(WAITING),
+            task: std::ptr::null(),
+            wake: UnsafeCell::new(Wake::Waker(waker)),
+            on: WaitOn::Chan,
+        }
+    }
+
+    /// Replaces the waker of a future's waiter (the future was polled again
+    /// with a waker that would not wake the same task).
+    ///
+    /// # Safety
+    /// The caller holds the lock of the channel whose queue holds this
+    /// waiter's only node, and saw the state `WAITING` under that lock.
+    /// Claims happen only under that lock, so no claimer owns the waiter, and
+    /// the one that claims it later sees the new waker (the lock orders the
+    /// write before its claim).
+    pub(crate) unsafe fn set_waker(&self, waker: Waker) {
+        // SAFETY: by the contract above nobody else reads or writes `wake`
+        // now.
+        unsafe { *self.wake.get() = Wake::Waker(waker) };
+    }
+
+    /// The state now, without waiting. `Decided` answers are final, and
+    /// (Acquire) the slot holds what the claimer left there.
+    pub(crate) fn check(&self) -> Check {
+        // Acquire: pairs with the Release store in `Claimed::complete`.
+        match self.state.load(Ordering::Acquire) {
+            WAITING => Check::Waiting,
+            CLAIMED => Check::Claimed,
+            ABORTED => Check::Decided(Outcome::Aborted),
+            RETRY => Check::Decided(Outcome::Retry),
+            s => Check::Decided(Outcome::Done(s - DONE)),
+        }
+    }
+
+    /// Waits, without parking, for a claimer to decide the waiter: for a
+    /// future's waiter whose [`try_abort`](Self::try_abort) failed and that
+    /// cannot return `Pending` (it is being dropped). Spins, then yields the
+    /// task or thread. The claimer normally decides within a few
+    /// instructions; a reserved `Select` send holds the claim until its user
+    /// completes it.
+    pub(crate) fn wait_decided(&self) -> Outcome {
+        let backoff = Backoff::new();
+        loop {
+            match self.check() {
+                Check::Decided(o) => return o,
+                Check::Waiting => unreachable!("a waiter that failed to abort was claimed"),
+                Check::Claimed => {
+                    if backoff.is_completed() {
+                        crate::task::park::yield_now();
+                    } else {
+                        backoff.snooze();
+                    }
+                }
+            }
+        }
     }
 
     /// Whether nobody has decided this waiter yet (a peek: the answer may be
@@ -235,7 +383,9 @@ impl Waiter {
             match s {
                 CLAIMED => {
                     // The claimer is between waking us and storing DONE: a
-                    // few instructions, unless its thread was preempted.
+                    // few instructions, unless its thread was preempted (or
+                    // it is a `Select` send that reserved us and waits for
+                    // its user to hand over the value).
                     if backoff.is_completed() {
                         crate::task::park::yield_now();
                     } else {
@@ -243,6 +393,7 @@ impl Waiter {
                     }
                 }
                 ABORTED => return Outcome::Aborted,
+                RETRY => return Outcome::Retry,
                 _ => match deadline {
                     None => self.park(),
                     Some(d) => {
@@ -352,28 +503,50 @@ impl<T> Claimed<T> {
     /// visible, so nothing touches the waiter after it.
     #[inline]
     pub(crate) fn finish(self) {
+        let state = DONE + self.arm;
+        self.complete(state);
+    }
+
+    /// Lets the waiter go without completing anything: `CLAIMED -> RETRY`.
+    /// The slot must be as the waiter left it (a receive's slot empty).
+    pub(crate) fn release(self) {
+        self.complete(RETRY);
+    }
+
+    /// Wakes the waiter and stores its final state.
+    #[inline(always)]
+    fn complete(self, state: usize) {
         // SAFETY: we own the CLAIMED waiter; it stays alive until DONE.
         let w = unsafe { &*self.waiter };
         if w.task.is_null() {
-            // SAFETY: CLAIMED gives us exclusive access to the handle cell.
-            let thread = unsafe { (*w.thread.get()).take() };
+            // SAFETY: CLAIMED gives us exclusive access to the wake cell.
+            let wake = unsafe { std::mem::replace(&mut *w.wake.get(), Wake::Nothing) };
             // Release: publishes the slot contents; pairs with the Acquire
-            // load in `Waiter::wait`.
-            w.state.store(DONE + self.arm, Ordering::Release);
-            if let Some(t) = thread {
-                t.unpark();
+            // load in `Waiter::wait` (or `check`).
+            w.state.store(state, Ordering::Release);
+            // The handle was moved out first: the waiter (and the future
+            // holding it) may be gone by now.
+            match wake {
+                Wake::Thread(t) => t.unpark(),
+                Wake::Waker(waker) => waker.wake(),
+                Wake::Nothing => {}
             }
         } else {
             // SAFETY: `task` came from `current_task_ptr`: the running
             // task's header. The task is blocked in `wait` until it sees
             // DONE, so it has not finished and its header is alive (held by
             // its Runnable or by its parked state).
-            if let Some(r) = unsafe { crate::runtime::task::unpark_raw(w.task) } {
+            let woken = unsafe { crate::runtime::task::unpark_raw(w.task) };
+            // Release: as above. Stored before the task is scheduled, so it
+            // finds DONE when it runs, and never spins through a slow
+            // wake-up (one from another thread may wake a sleeping
+            // Processer: a system call). After the store the waiter may
+            // return; the header is then touched only through the
+            // Runnable, a counted reference.
+            w.state.store(state, Ordering::Release);
+            if let Some(r) = woken {
                 crate::runtime::context::schedule(r);
             }
-            // Release: as above. The unpark came first, so the header is
-            // not touched after the waiter may have returned.
-            w.state.store(DONE + self.arm, Ordering::Release);
         }
     }
 }
@@ -469,6 +642,34 @@ impl<T> WaitQueue<T> {
                 });
             }
             // Stale (aborted, or won by another channel): dropped.
+            n = next;
+        }
+        None
+    }
+
+    /// Claims the oldest node whose waiter is undecided and is not `me`
+    /// (`me`'s own nodes are left in place). Stale nodes are unlinked.
+    pub(crate) fn claim_other(&mut self, me: *const Waiter) -> Option<Claimed<T>> {
+        let mut n = self.head;
+        while !n.is_null() {
+            // SAFETY: `n` is queued and we hold the lock: the node and its
+            // waiter are alive (module docs).
+            let (next, waiter, arm) = unsafe {
+                let l = links(n);
+                (l.next, l.waiter, l.arm)
+            };
+            if waiter != me {
+                // SAFETY: `n` is in this queue; lock held.
+                unsafe { self.unlink(n) };
+                // SAFETY: as in `claim`.
+                if unsafe { (*waiter).try_claim() } {
+                    return Some(Claimed {
+                        node: n,
+                        waiter,
+                        arm,
+                    });
+                }
+            }
             n = next;
         }
         None
