@@ -23,7 +23,9 @@
 //! addresses) is symbolized once, so a dump of 100,000 tasks parked in one
 //! place resolves one stack.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::fmt;
 use std::panic::Location;
 use std::sync::Arc;
@@ -33,6 +35,11 @@ use super::walk::{self, NoWalk, WalkJob};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{DumpHold, TaskRef, PHASE_DONE, PHASE_NEW};
 use crate::runtime::wait::WaitOn;
+
+/// A map with a fixed hasher: std's default one seeds itself from a
+/// thread-local, and a dump taken inside a task may switch the task out
+/// (handing a woken task to its Processer) between two uses of it.
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
 
 /// What a task was doing when the dump looked at it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -200,9 +207,9 @@ struct Taker {
     tasks: Vec<TaskDump>,
     /// Distinct stacks (return addresses), and their index by content.
     stacks: Vec<Box<[usize]>>,
-    stack_index: HashMap<Box<[usize]>, usize>,
+    stack_index: Map<Box<[usize]>, usize>,
     /// Symbols by address, across stacks.
-    symbols: HashMap<usize, Vec<walk::Symbol>>,
+    symbols: Map<usize, Vec<walk::Symbol>>,
 }
 
 impl Taker {
@@ -300,7 +307,7 @@ impl Taker {
 }
 
 /// Symbolizes and trims one stack into the text `TaskDump::backtrace` gives.
-fn render_stack(ips: &[usize], cache: &mut HashMap<usize, Vec<walk::Symbol>>) -> Arc<str> {
+fn render_stack(ips: &[usize], cache: &mut Map<usize, Vec<walk::Symbol>>) -> Arc<str> {
     let mut frames = Vec::new();
     for &ip in ips {
         let syms = cache.entry(ip).or_insert_with(|| walk::symbolize(ip));
@@ -338,7 +345,7 @@ impl fmt::Display for Dump {
             Option<&'static str>,
         );
         let mut groups: Vec<(Key<'_>, Vec<&TaskDump>)> = Vec::new();
-        let mut index: HashMap<Key<'_>, usize> = HashMap::new();
+        let mut index: Map<Key<'_>, usize> = Map::default();
         for t in &self.tasks {
             let key: Key<'_> = (
                 t.state,
