@@ -25,8 +25,8 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
