@@ -15,6 +15,8 @@
 //! Scenarios (the operation counted in brackets):
 //! - `yield N`: two tasks each yield `N` times (a yield: divide by `2 N`);
 //! - `spawn N`: a task spawns `N` tasks, then joins them all (a spawn + join);
+//! - `bursts N`: the same in bursts of 1,000 (a spawn + join), so that
+//!   later bursts reuse what earlier ones freed;
 //! - `chan N`: two tasks ping-pong `N` values over two unbounded channels
 //!   (a round trip).
 
@@ -26,9 +28,11 @@ fn main() -> ExitCode {
         args.first(),
         args.get(1).and_then(|n| n.parse::<usize>().ok()),
     ) {
-        (Some(m), Some(n)) if ["yield", "spawn", "chan"].contains(&m.as_str()) => (m.clone(), n),
+        (Some(m), Some(n)) if ["yield", "spawn", "bursts", "chan"].contains(&m.as_str()) => {
+            (m.clone(), n)
+        }
         _ => {
-            eprintln!("usage: callgrind_driver yield|spawn|chan N");
+            eprintln!("usage: callgrind_driver yield|spawn|bursts|chan N");
             return ExitCode::from(2);
         }
     };
@@ -56,6 +60,14 @@ fn main() -> ExitCode {
             let hs: Vec<_> = (0..n).map(|i| gofer::spawn(move || i)).collect();
             for h in hs {
                 h.join().unwrap();
+            }
+        }),
+        "bursts" => sched.block_on(move || {
+            for _ in 0..n / 1000 {
+                let hs: Vec<_> = (0..1000).map(|i| gofer::spawn(move || i)).collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
             }
         }),
         _ => {

@@ -24,6 +24,7 @@
 //! `TaskVTable` of a task's cell and the `TimerCallback` trait those layers
 //! implement.
 
+pub(crate) mod cells;
 pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod dispatcher;

@@ -95,6 +95,9 @@ pub(crate) enum Push {
 
 /// Picks in a row the next-task slot may win over the runnable queue.
 const RUNNEXT_STREAK: u8 = 3;
+/// How long a Processer stays idle before its cell cache gives back all but
+/// `cells::IDLE_KEEP` (see `runtime/cells.rs`).
+const CELLS_IDLE: Duration = Duration::from_secs(1);
 /// Finished tasks are freed when the gc queue reaches this length.
 const GC_BATCH: usize = 16;
 /// Steal rounds a searching Processer makes before it sleeps.
@@ -754,6 +757,7 @@ impl ProcLocal {
     pub(crate) fn run(&self, until: Option<&dyn Fn() -> bool>) {
         let prev = context::enter(self);
         crate::coroutine::overflow::thread_init();
+        super::cells::processer_thread();
         loop {
             if let Some(t) = self.next_task() {
                 self.idle_since.set(None);
@@ -789,6 +793,9 @@ impl ProcLocal {
             // pushers' fence in Shared::push_to.
             fence(Ordering::SeqCst);
             self.drain_to_others();
+        }
+        if self.p.kind == Kind::Caller {
+            super::cells::plain_thread();
         }
         context::leave(prev);
     }
@@ -884,8 +891,17 @@ impl ProcLocal {
     /// covers our own remote queues, and every other Processer's queues too
     /// when `searched` (we were a searcher: see the module docs).
     fn sleep(&self, searched: bool) -> Option<Runnable> {
-        if self.idle_since.get().is_none() {
-            self.idle_since.set(Some(Instant::now()));
+        match self.idle_since.get() {
+            None => {
+                self.idle_since.set(Some(Instant::now()));
+                // Going idle: the cell cache gives back half of what a
+                // burst left in it (`cells.rs`)...
+                super::cells::idle(false);
+            }
+            // ... and the rest once idle for CELLS_IDLE (`sleep_timeout`
+            // wakes the Processer for it).
+            Some(since) if since.elapsed() >= CELLS_IDLE => super::cells::idle(true),
+            Some(_) => {}
         }
         self.p.sleeping.store(true, Ordering::SeqCst);
         if self.p.kind != Kind::Caller {
@@ -959,6 +975,16 @@ impl ProcLocal {
     /// Read after `sleeping` is announced (see `runtime/timer.rs`).
     fn sleep_timeout(&self) -> Option<Duration> {
         let retire = self.sched.retire_timeout(self);
+        // A cell cache above its idle size is trimmed after CELLS_IDLE.
+        let retire = if super::cells::holds_more_than_idle() {
+            let left = self
+                .idle_since
+                .get()
+                .map_or(CELLS_IDLE, |s| CELLS_IDLE.saturating_sub(s.elapsed()));
+            Some(retire.map_or(left, |r| r.min(left)))
+        } else {
+            retire
+        };
         let timer = self
             .timer_queue()
             .and_then(TimerQueue::next_deadline)

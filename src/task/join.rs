@@ -73,6 +73,7 @@
 
 #[cfg(loom)]
 use loom::sync::atomic::AtomicU8;
+use std::alloc::Layout;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::future::Future;
@@ -88,6 +89,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::park::Task;
 use crate::error::{contain, JoinError};
+use crate::runtime::cells;
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{Runnable, TaskHeader, TaskId, TaskRef, TaskVTable};
 use crate::runtime::wait::WaitOn;
@@ -363,9 +365,10 @@ where
     /// # Safety
     /// See [`TaskVTable::dealloc`].
     unsafe fn dealloc(h: NonNull<TaskHeader>) {
-        // SAFETY: the last reference is gone; the cell came from
-        // `Box::leak` in `new_task`, as this type.
-        let mut cell = unsafe { Box::from_raw(h.cast::<Self>().as_ptr()) };
+        let p = h.cast::<Self>();
+        // SAFETY: the last reference is gone; the cell was made by
+        // `new_task` as this type, and is ours alone now.
+        let cell = unsafe { &mut *p.as_ptr() };
         // This runs wherever the last reference goes (a waker, a timer, a
         // gc queue), so nothing may unwind out of it. A task that never ran
         // still holds its closure: drop it apart, to name it in a report.
@@ -375,7 +378,15 @@ where
             let label = cell.head.header.label();
             contain(format_args!("the closure of {label}"), move || drop(f));
         }
-        contain("a finished task", move || drop(cell));
+        // SAFETY: the cell is initialised and dropped once, here; a panic
+        // in a field's destructor still drops the other fields (drop glue)
+        // and is contained.
+        contain("a finished task", || unsafe {
+            std::ptr::drop_in_place(p.as_ptr())
+        });
+        // SAFETY: the memory came from `cells::alloc` with this layout in
+        // `new_task`, and its contents were just dropped.
+        unsafe { cells::free(p.cast(), Layout::new::<Self>()) };
     }
 }
 
@@ -394,14 +405,15 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    // Built in place, field by field: moving a whole cell into a `Box`
-    // costs a `memcpy` of it on the spawn path.
-    let mut cell = Box::<TaskCell<F, T>>::new_uninit();
-    let p = cell.as_mut_ptr();
-    // SAFETY: `p` points at the fresh, uninitialised allocation; each field
+    // Memory from the thread's cell cache (`runtime/cells.rs`), built in
+    // place field by field: moving a whole cell into place would cost a
+    // `memcpy` of it on the spawn path.
+    let p = cells::alloc(Layout::new::<TaskCell<F, T>>()).cast::<TaskCell<F, T>>();
+    let p = p.as_ptr();
+    // SAFETY: `p` points at fresh memory of the cell's layout; each field
     // is written once, in place, and the cell is complete after the three
     // writes.
-    let cell = unsafe {
+    unsafe {
         std::ptr::addr_of_mut!((*p).head.header).write(TaskHeader::new(
             shared,
             name,
@@ -413,9 +425,9 @@ where
         ));
         std::ptr::addr_of_mut!((*p).head.join).write(JoinInner::<T>::new());
         std::ptr::addr_of_mut!((*p).f).write(UnsafeCell::new(Some(f)));
-        cell.assume_init()
-    };
-    let ptr = NonNull::from(Box::leak(cell)).cast::<TaskHeader>();
+    }
+    // SAFETY: `cells::alloc` never returns null.
+    let ptr = unsafe { NonNull::new_unchecked(p) }.cast::<TaskHeader>();
     // SAFETY: a fresh cell of a `#[repr(C)]` type whose first field is its
     // header, freed by the vtable's `dealloc` as the same type.
     let (runnable, task) = unsafe { TaskRef::from_cell(ptr) };

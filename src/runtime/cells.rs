@@ -1,0 +1,280 @@
+//! A per-thread cache of task cells' memory, so that a burst of spawns and
+//! frees stops paying the allocator.
+//!
+//! A task's cell (header, result slot, closure: `task/join.rs`) is one
+//! allocation of a size that depends on the closure. Cells of up to
+//! [`MAX_CELL`] bytes are allocated in size classes of [`CLASS`] bytes, and
+//! a freed cell's memory goes to the freeing thread's cache for its class,
+//! from which the next spawn on that thread of a cell of that class takes
+//! it. Bursts of 100,000 tasks free and reuse cells without a trip through
+//! `malloc`'s arenas, whose per-thread cache (glibc's tcache) holds 7
+//! blocks per size.
+//!
+//! # How much it keeps, and when it gives it back
+//!
+//! - A Processer thread's cache grows with demand up to [`PROCESSER_LIMIT`]
+//!   bytes (32 MiB: a burst of about 100,000 small tasks). Each time the
+//!   Processer goes to sleep for lack of work the cache gives back half of
+//!   what it holds, and once the Processer has been idle for a second
+//!   (`CELLS_IDLE` in `processer.rs`; its sleep is timed for it) all but
+//!   [`IDLE_KEEP`] (256 KiB). So work that comes in bursts with short
+//!   pauses keeps reusing cells, and the memory of a burst goes back once
+//!   the Processer rests, as Go drops the dead goroutine descriptors it no
+//!   longer needs.
+//! - Any other thread (a plain thread that spawns or joins) keeps at most
+//!   [`IDLE_KEEP`].
+//! - A thread's cache is freed when the thread exits.
+//!
+//! Every access to the thread-local cache is in an `#[inline(never)]`
+//! function that never switches the task out (see `coroutine/switch.rs`):
+//! spawns and frees run on task stacks, which may move between threads at a
+//! switch in migratable mode.
+
+use std::alloc::{self, Layout};
+use std::cell::RefCell;
+use std::ptr::NonNull;
+
+/// Size-class granularity, in bytes.
+pub(crate) const CLASS: usize = 64;
+/// The largest cell kept (bigger ones go straight to the allocator).
+pub(crate) const MAX_CELL: usize = 1024;
+/// Size classes.
+const CLASSES: usize = MAX_CELL / CLASS;
+/// Alignment of cached blocks (a cell's own alignment must not exceed it).
+const ALIGN: usize = 16;
+/// The most a Processer thread's cache keeps while busy.
+pub(crate) const PROCESSER_LIMIT: usize = 32 << 20;
+/// What a cache keeps while idle, and the limit of non-Processer threads.
+pub(crate) const IDLE_KEEP: usize = 256 << 10;
+
+/// One thread's cache.
+struct Cache {
+    /// Free blocks per class (class `k` holds blocks of `(k + 1) * CLASS`
+    /// bytes, allocated with [`ALIGN`]).
+    free: [Vec<NonNull<u8>>; CLASSES],
+    /// Bytes held in `free`.
+    bytes: usize,
+    /// The most `free` may hold.
+    limit: usize,
+}
+
+impl Cache {
+    const fn new() -> Cache {
+        Cache {
+            free: [const { Vec::new() }; CLASSES],
+            bytes: 0,
+            limit: IDLE_KEEP,
+        }
+    }
+
+    /// Frees blocks until at most `keep` bytes are held.
+    fn trim(&mut self, keep: usize) {
+        for (k, list) in self.free.iter_mut().enumerate().rev() {
+            let size = (k + 1) * CLASS;
+            while self.bytes > keep {
+                let Some(p) = list.pop() else { break };
+                self.bytes -= size;
+                // SAFETY: every cached block of class `k` was allocated by
+                // `alloc` below with exactly this layout, and is owned by
+                // the cache alone.
+                unsafe { alloc::dealloc(p.as_ptr(), class_layout(k)) };
+            }
+            if list.is_empty() {
+                *list = Vec::new();
+            }
+        }
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        self.trim(0);
+    }
+}
+
+thread_local! {
+    static CACHE: RefCell<Cache> = const { RefCell::new(Cache::new()) };
+}
+
+/// The size class of `layout`, if it is cached.
+#[inline]
+fn class_of(layout: Layout) -> Option<usize> {
+    (layout.size() <= MAX_CELL && layout.align() <= ALIGN && layout.size() > 0)
+        .then(|| (layout.size() - 1) / CLASS)
+}
+
+fn class_layout(k: usize) -> Layout {
+    // SAFETY (of the unwrap): the size is a non-zero multiple of the
+    // alignment, far below isize::MAX.
+    Layout::from_size_align((k + 1) * CLASS, ALIGN).expect("a valid class layout")
+}
+
+/// Memory for a cell of `layout`: from this thread's cache, else the
+/// allocator. Free it with [`free`] and the same layout.
+#[inline(never)]
+pub(crate) fn alloc(layout: Layout) -> NonNull<u8> {
+    let Some(k) = class_of(layout) else {
+        return raw_alloc(layout);
+    };
+    let cached = CACHE
+        .try_with(|c| {
+            let mut c = c.borrow_mut();
+            let p = c.free[k].pop();
+            if p.is_some() {
+                c.bytes -= (k + 1) * CLASS;
+            }
+            p
+        })
+        .ok()
+        .flatten();
+    cached.unwrap_or_else(|| raw_alloc(class_layout(k)))
+}
+
+fn raw_alloc(layout: Layout) -> NonNull<u8> {
+    // SAFETY: every cell layout has a non-zero size (it holds a header).
+    let p = unsafe { alloc::alloc(layout) };
+    NonNull::new(p).unwrap_or_else(|| alloc::handle_alloc_error(layout))
+}
+
+/// Gives back memory from [`alloc`] for a cell of `layout`, whose contents
+/// were dropped.
+///
+/// # Safety
+/// `p` came from [`alloc`] with this `layout`, and nothing uses it any more.
+#[inline(never)]
+pub(crate) unsafe fn free(p: NonNull<u8>, layout: Layout) {
+    let Some(k) = class_of(layout) else {
+        // SAFETY: allocated by `raw_alloc` with this layout (contract).
+        unsafe { alloc::dealloc(p.as_ptr(), layout) };
+        return;
+    };
+    let size = (k + 1) * CLASS;
+    let kept = CACHE
+        .try_with(|c| {
+            let mut c = c.borrow_mut();
+            if c.bytes + size > c.limit {
+                return false;
+            }
+            c.free[k].push(p);
+            c.bytes += size;
+            true
+        })
+        .unwrap_or(false);
+    if !kept {
+        // SAFETY: a cached-class block is always allocated with its class
+        // layout (`alloc`), and the caller gave it up.
+        unsafe { alloc::dealloc(p.as_ptr(), class_layout(k)) };
+    }
+}
+
+/// This thread runs a Processer: its cache may grow to
+/// [`PROCESSER_LIMIT`] while busy.
+#[inline(never)]
+pub(crate) fn processer_thread() {
+    let _ = CACHE.try_with(|c| c.borrow_mut().limit = PROCESSER_LIMIT);
+}
+
+/// This thread's Processer loop ended (a `block_on` caller's): back to a
+/// plain thread's limit.
+#[inline(never)]
+pub(crate) fn plain_thread() {
+    let _ = CACHE.try_with(|c| {
+        let mut c = c.borrow_mut();
+        c.limit = IDLE_KEEP;
+        c.trim(IDLE_KEEP);
+    });
+}
+
+/// The thread's Processer is idle: the cache keeps half of what it holds
+/// (going idle), or only [`IDLE_KEEP`] (`fully`: idle for a while), and
+/// never less than [`IDLE_KEEP`].
+#[inline(never)]
+pub(crate) fn idle(fully: bool) {
+    let _ = CACHE.try_with(|c| {
+        let mut c = c.borrow_mut();
+        let keep = if fully {
+            IDLE_KEEP
+        } else {
+            (c.bytes / 2).max(IDLE_KEEP)
+        };
+        if c.bytes > keep {
+            c.trim(keep);
+        }
+    });
+}
+
+/// Whether this thread's cache holds more than it keeps while idle.
+#[inline(never)]
+pub(crate) fn holds_more_than_idle() -> bool {
+    CACHE
+        .try_with(|c| c.borrow().bytes > IDLE_KEEP)
+        .unwrap_or(false)
+}
+
+/// Bytes this thread's cache holds (tests).
+#[cfg(test)]
+#[inline(never)]
+pub(crate) fn cached_bytes() -> usize {
+    CACHE.try_with(|c| c.borrow().bytes).unwrap_or(0)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_freed_cell_is_reused_by_the_next_of_its_class() {
+        let l = Layout::from_size_align(200, 8).unwrap();
+        let a = alloc(l);
+        // SAFETY: from `alloc` with `l`, unused.
+        unsafe { free(a, l) };
+        assert_eq!(cached_bytes(), 256);
+        // Another size of the same class (193..=256 bytes) gets it back.
+        let l2 = Layout::from_size_align(250, 16).unwrap();
+        let b = alloc(l2);
+        assert_eq!(a, b);
+        assert_eq!(cached_bytes(), 0);
+        // SAFETY: as above.
+        unsafe { free(b, l2) };
+        plain_thread();
+    }
+
+    #[test]
+    fn a_plain_threads_cache_stays_small_and_a_processers_shrinks_when_idle() {
+        std::thread::spawn(|| {
+            let l = Layout::from_size_align(1000, 8).unwrap();
+            let cells: Vec<_> = (0..1000).map(|_| alloc(l)).collect();
+            for &c in &cells {
+                // SAFETY: from `alloc` with `l`, unused.
+                unsafe { free(c, l) };
+            }
+            assert!(cached_bytes() <= IDLE_KEEP, "{}", cached_bytes());
+            processer_thread();
+            let cells: Vec<_> = (0..2000).map(|_| alloc(l)).collect();
+            for &c in &cells {
+                // SAFETY: as above.
+                unsafe { free(c, l) };
+            }
+            assert_eq!(
+                cached_bytes(),
+                2000 * 1024,
+                "a busy Processer keeps its burst"
+            );
+            idle(false);
+            assert_eq!(cached_bytes(), 1000 * 1024, "going idle halves it");
+            assert!(holds_more_than_idle());
+            idle(true);
+            assert!(cached_bytes() <= IDLE_KEEP, "{}", cached_bytes());
+            assert!(!holds_more_than_idle());
+            // Cells too big or too aligned for the classes pass through.
+            let big = Layout::from_size_align(MAX_CELL + 1, 8).unwrap();
+            let before = cached_bytes();
+            let p = alloc(big);
+            // SAFETY: from `alloc` with `big`, unused.
+            unsafe { free(p, big) };
+            assert_eq!(cached_bytes(), before);
+        })
+        .join()
+        .unwrap();
+    }
+}
