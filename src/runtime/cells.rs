@@ -31,7 +31,7 @@
 //! switch in migratable mode.
 
 use std::alloc::{self, Layout};
-use std::cell::RefCell;
+use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 
 /// Size-class granularity, in bytes.
@@ -93,41 +93,62 @@ impl Drop for Cache {
 }
 
 thread_local! {
-    static CACHE: RefCell<Cache> = const { RefCell::new(Cache::new()) };
+    static CACHE: UnsafeCell<Cache> = const { UnsafeCell::new(Cache::new()) };
+}
+
+/// Runs `f` on this thread's cache, unless the thread is past destroying
+/// it (then `None`).
+#[inline(always)]
+fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> Option<R> {
+    // SAFETY: the cache is this thread's own, and no call made while `f`
+    // runs comes back here: `f` only touches the free lists and calls the
+    // global allocator, never the runtime.
+    CACHE.try_with(|c| f(unsafe { &mut *c.get() })).ok()
 }
 
 /// The size class of `layout`, if it is cached.
-#[inline]
-fn class_of(layout: Layout) -> Option<usize> {
-    (layout.size() <= MAX_CELL && layout.align() <= ALIGN && layout.size() > 0)
-        .then(|| (layout.size() - 1) / CLASS)
+#[inline(always)]
+const fn class_of(layout: Layout) -> Option<usize> {
+    if layout.size() <= MAX_CELL && layout.align() <= ALIGN && layout.size() > 0 {
+        Some((layout.size() - 1) / CLASS)
+    } else {
+        None
+    }
 }
 
+#[inline]
 fn class_layout(k: usize) -> Layout {
-    // SAFETY (of the unwrap): the size is a non-zero multiple of the
-    // alignment, far below isize::MAX.
-    Layout::from_size_align((k + 1) * CLASS, ALIGN).expect("a valid class layout")
+    debug_assert!(k < CLASSES);
+    // SAFETY: a non-zero multiple of the alignment, a power of two, far
+    // below isize::MAX.
+    unsafe { Layout::from_size_align_unchecked((k + 1) * CLASS, ALIGN) }
 }
 
 /// Memory for a cell of `layout`: from this thread's cache, else the
-/// allocator. Free it with [`free`] and the same layout.
-#[inline(never)]
+/// allocator. Free it with [`free`] and the same layout. The class is
+/// worked out at compile time (a cell's layout is a constant).
+#[inline(always)]
 pub(crate) fn alloc(layout: Layout) -> NonNull<u8> {
-    let Some(k) = class_of(layout) else {
-        return raw_alloc(layout);
-    };
-    let cached = CACHE
-        .try_with(|c| {
-            let mut c = c.borrow_mut();
-            let p = c.free[k].pop();
-            if p.is_some() {
-                c.bytes -= (k + 1) * CLASS;
-            }
-            p
-        })
-        .ok()
-        .flatten();
-    cached.unwrap_or_else(|| raw_alloc(class_layout(k)))
+    match class_of(layout) {
+        Some(k) => alloc_class(k),
+        None => raw_alloc(layout),
+    }
+}
+
+#[inline(never)]
+fn alloc_class(k: usize) -> NonNull<u8> {
+    let cached = with_cache(|c| {
+        let p = c.free[k].pop();
+        if p.is_some() {
+            c.bytes -= (k + 1) * CLASS;
+        }
+        p
+    })
+    .flatten();
+    match cached {
+        Some(p) => p,
+        None => raw_alloc(class_layout(k)),
+    }
 }
 
 fn raw_alloc(layout: Layout) -> NonNull<u8> {
@@ -141,28 +162,33 @@ fn raw_alloc(layout: Layout) -> NonNull<u8> {
 ///
 /// # Safety
 /// `p` came from [`alloc`] with this `layout`, and nothing uses it any more.
-#[inline(never)]
+#[inline(always)]
 pub(crate) unsafe fn free(p: NonNull<u8>, layout: Layout) {
-    let Some(k) = class_of(layout) else {
+    match class_of(layout) {
+        // SAFETY: passed on (contract).
+        Some(k) => unsafe { free_class(p, k) },
         // SAFETY: allocated by `raw_alloc` with this layout (contract).
-        unsafe { alloc::dealloc(p.as_ptr(), layout) };
-        return;
-    };
+        None => unsafe { alloc::dealloc(p.as_ptr(), layout) },
+    }
+}
+
+/// # Safety
+/// `p` came from [`alloc_class`] for class `k`, and nothing uses it.
+#[inline(never)]
+unsafe fn free_class(p: NonNull<u8>, k: usize) {
     let size = (k + 1) * CLASS;
-    let kept = CACHE
-        .try_with(|c| {
-            let mut c = c.borrow_mut();
-            if c.bytes + size > c.limit {
-                return false;
-            }
-            c.free[k].push(p);
-            c.bytes += size;
-            true
-        })
-        .unwrap_or(false);
+    let kept = with_cache(|c| {
+        if c.bytes + size > c.limit {
+            return false;
+        }
+        c.free[k].push(p);
+        c.bytes += size;
+        true
+    })
+    .unwrap_or(false);
     if !kept {
         // SAFETY: a cached-class block is always allocated with its class
-        // layout (`alloc`), and the caller gave it up.
+        // layout (`alloc_class`), and the caller gave it up.
         unsafe { alloc::dealloc(p.as_ptr(), class_layout(k)) };
     }
 }
@@ -171,15 +197,14 @@ pub(crate) unsafe fn free(p: NonNull<u8>, layout: Layout) {
 /// [`PROCESSER_LIMIT`] while busy.
 #[inline(never)]
 pub(crate) fn processer_thread() {
-    let _ = CACHE.try_with(|c| c.borrow_mut().limit = PROCESSER_LIMIT);
+    with_cache(|c| c.limit = PROCESSER_LIMIT);
 }
 
 /// This thread's Processer loop ended (a `block_on` caller's): back to a
 /// plain thread's limit.
 #[inline(never)]
 pub(crate) fn plain_thread() {
-    let _ = CACHE.try_with(|c| {
-        let mut c = c.borrow_mut();
+    with_cache(|c| {
         c.limit = IDLE_KEEP;
         c.trim(IDLE_KEEP);
     });
@@ -190,8 +215,7 @@ pub(crate) fn plain_thread() {
 /// never less than [`IDLE_KEEP`].
 #[inline(never)]
 pub(crate) fn idle(fully: bool) {
-    let _ = CACHE.try_with(|c| {
-        let mut c = c.borrow_mut();
+    with_cache(|c| {
         let keep = if fully {
             IDLE_KEEP
         } else {
@@ -206,16 +230,14 @@ pub(crate) fn idle(fully: bool) {
 /// Whether this thread's cache holds more than it keeps while idle.
 #[inline(never)]
 pub(crate) fn holds_more_than_idle() -> bool {
-    CACHE
-        .try_with(|c| c.borrow().bytes > IDLE_KEEP)
-        .unwrap_or(false)
+    with_cache(|c| c.bytes > IDLE_KEEP).unwrap_or(false)
 }
 
 /// Bytes this thread's cache holds (tests).
 #[cfg(test)]
 #[inline(never)]
 pub(crate) fn cached_bytes() -> usize {
-    CACHE.try_with(|c| c.borrow().bytes).unwrap_or(0)
+    with_cache(|c| c.bytes).unwrap_or(0)
 }
 
 #[cfg(all(test, not(loom)))]
