@@ -41,9 +41,22 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 /// `listening on ADDR`, and serves every connection with `serve` (given
 /// the idle timeout) in a task of its own, until the process is killed.
 /// Returns only on failure to start.
+#[allow(dead_code)] // a server with background tasks calls run_with
 pub fn run(
     name: &str,
     opts: &Options,
+    serve: fn(TcpStream, Duration) -> io::Result<()>,
+) -> ExitCode {
+    run_with(name, opts, || {}, serve)
+}
+
+/// [`run`], calling `start` in a task before the first connection is
+/// accepted (to spawn the server's own background tasks).
+#[allow(dead_code)] // not every server has background tasks
+pub fn run_with(
+    name: &str,
+    opts: &Options,
+    start: fn(),
     serve: fn(TcpStream, Duration) -> io::Result<()>,
 ) -> ExitCode {
     let sched = match gofer::Scheduler::builder()
@@ -71,7 +84,10 @@ pub fn run(
     io::stdout().flush().expect("stdout");
 
     let idle = Duration::from_secs(opts.idle_timeout);
-    let accepter = sched.spawn(move || accept_loop(&listener, idle, serve));
+    let accepter = sched.spawn(move || {
+        start();
+        accept_loop(&listener, idle, serve)
+    });
     let _ = accepter.join(); // never returns: the server runs until killed
     ExitCode::FAILURE
 }
