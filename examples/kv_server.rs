@@ -238,8 +238,7 @@ impl Conn {
             }
         };
         self.buf.copy_within(at..self.len, 0);
-        self.len -= at;
-        self.need = self.need.saturating_sub(at).max(1);
+        self.len -= at; // `need` counts from the front of what is left
         step
     }
 
