@@ -47,23 +47,21 @@ pub fn run(
     opts: &Options,
     serve: fn(TcpStream, Duration) -> io::Result<()>,
 ) -> ExitCode {
-    run_with(name, opts, || {}, serve)
+    run_with(name, opts, gofer::Scheduler::builder(), || {}, serve)
 }
 
-/// [`run`], calling `start` in a task before the first connection is
-/// accepted (to spawn the server's own background tasks).
-#[allow(dead_code)] // not every server has background tasks
+/// [`run`] with a scheduler configured from `builder` (its name and
+/// thread count are set here), calling `start` in a task before the first
+/// connection is accepted (to spawn the server's own background tasks).
+#[allow(dead_code)] // not every server needs more than `run`
 pub fn run_with(
     name: &str,
     opts: &Options,
+    builder: gofer::SchedulerBuilder,
     start: fn(),
     serve: fn(TcpStream, Duration) -> io::Result<()>,
 ) -> ExitCode {
-    let sched = match gofer::Scheduler::builder()
-        .name(name)
-        .min_threads(opts.threads.into())
-        .build()
-    {
+    let sched = match builder.name(name).min_threads(opts.threads.into()).build() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: cannot start the scheduler: {e}");
