@@ -41,16 +41,27 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 /// `listening on ADDR`, and serves every connection with `serve` (given
 /// the idle timeout) in a task of its own, until the process is killed.
 /// Returns only on failure to start.
+#[allow(dead_code)] // a server with background tasks calls run_with
 pub fn run(
     name: &str,
     opts: &Options,
     serve: fn(TcpStream, Duration) -> io::Result<()>,
 ) -> ExitCode {
-    let sched = match gofer::Scheduler::builder()
-        .name(name)
-        .min_threads(opts.threads.into())
-        .build()
-    {
+    run_with(name, opts, gofer::Scheduler::builder(), || {}, serve)
+}
+
+/// [`run`] with a scheduler configured from `builder` (its name and
+/// thread count are set here), calling `start` in a task before the first
+/// connection is accepted (to spawn the server's own background tasks).
+#[allow(dead_code)] // not every server needs more than `run`
+pub fn run_with(
+    name: &str,
+    opts: &Options,
+    builder: gofer::SchedulerBuilder,
+    start: fn(),
+    serve: fn(TcpStream, Duration) -> io::Result<()>,
+) -> ExitCode {
+    let sched = match builder.name(name).min_threads(opts.threads.into()).build() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: cannot start the scheduler: {e}");
@@ -71,7 +82,10 @@ pub fn run(
     io::stdout().flush().expect("stdout");
 
     let idle = Duration::from_secs(opts.idle_timeout);
-    let accepter = sched.spawn(move || accept_loop(&listener, idle, serve));
+    let accepter = sched.spawn(move || {
+        start();
+        accept_loop(&listener, idle, serve)
+    });
     let _ = accepter.join(); // never returns: the server runs until killed
     ExitCode::FAILURE
 }
