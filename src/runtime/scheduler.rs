@@ -209,6 +209,21 @@ fn build_default() -> Result<Scheduler, ConfigError> {
     b.build()
 }
 
+/// Calls `f` with the scheduler to spawn on when none is named: the
+/// current task's (borrowed from its header: no reference count touched,
+/// on the spawn path), else this Processer thread's, else the default one.
+pub(crate) fn with_current_or_default_shared<R>(
+    f: impl FnOnce(&Arc<Shared>) -> R,
+) -> Result<R, SpawnError> {
+    if let Some(h) = context::current_task_ptr() {
+        // SAFETY: the running task's header stays alive while the task
+        // runs (its Processer holds its Runnable), including across a
+        // switch inside `f`; its scheduler field never changes.
+        return Ok(f(unsafe { &(*h).shared }));
+    }
+    current_or_default_shared().map(|s| f(&s))
+}
+
 /// The scheduler to spawn on when none is named: the current task's, else
 /// the default one.
 pub(crate) fn current_or_default_shared() -> Result<Arc<Shared>, SpawnError> {

@@ -334,14 +334,20 @@ impl Shared {
     /// Validates options and admits a task: returns its Runnable, not yet
     /// queued. `inside`: the spawner runs in this scheduler (allowed while
     /// closing).
-    pub(crate) fn admit(
+    ///
+    /// `make` builds the task's cell (the task layer's `new_task`) and
+    /// returns its Runnable with whatever else it made (the join handle).
+    /// Generic rather than a `dyn` callback, so that the whole spawn path
+    /// compiles into one piece per closure type.
+    #[inline]
+    pub(crate) fn admit<R>(
         self: &Arc<Self>,
         name: Option<Box<str>>,
         stack_size: Option<usize>,
         pin: Option<usize>,
-        make: MakeTask<'_>,
+        make: impl FnOnce(Arc<Shared>, Option<Box<str>>, usize, Option<usize>) -> (Runnable, R),
         local: Option<*const ProcLocal>,
-    ) -> Result<Runnable, SpawnError> {
+    ) -> Result<(Runnable, R), SpawnError> {
         let inside = local.is_some();
         let stack_size = match stack_size {
             Some(s) if !stack::valid_stack_size(s) => {
@@ -367,20 +373,22 @@ impl Shared {
             return Err(SpawnError::Shutdown);
         }
         self.spawned.fetch_add(1, Ordering::Relaxed);
-        let r = make(self.clone(), name, stack_size, pin);
+        let (r, made) = make(self.clone(), name, stack_size, pin);
         context::register_live(self, &r, local);
-        Ok(r)
+        Ok((r, made))
     }
 
     /// Spawns a task: the one path behind `go!`, `Builder`, `spawn` and
-    /// user timers. Returns the new task's id.
-    pub(crate) fn spawn(
+    /// user timers. Returns what `make` made besides the task (see
+    /// [`admit`](Self::admit)).
+    #[inline]
+    pub(crate) fn spawn<R>(
         self: &Arc<Self>,
         name: Option<Box<str>>,
         stack_size: Option<usize>,
         pin: Option<usize>,
-        make: MakeTask<'_>,
-    ) -> Result<TaskId, SpawnError> {
+        make: impl FnOnce(Arc<Shared>, Option<Box<str>>, usize, Option<usize>) -> (Runnable, R),
+    ) -> Result<R, SpawnError> {
         if let Some(requested) = pin {
             let core = self.config.min_threads;
             if requested >= core {
@@ -388,10 +396,9 @@ impl Shared {
             }
         }
         let local = context::local_of(self);
-        let r = self.admit(name, stack_size, pin, make, local)?;
-        let id = r.header().id;
+        let (r, made) = self.admit(name, stack_size, pin, make, local)?;
         context::schedule(r);
-        Ok(id)
+        Ok(made)
     }
 
     /// Runs a `block_on` root task on the calling thread, which serves as a
@@ -407,7 +414,13 @@ impl Shared {
         let (p, worker) = processer_shared::new_processer(index, Kind::Caller);
         processer_shared::bind_thread(&p);
         let local = ProcLocal::new(p.clone(), self.clone(), worker);
-        let root = self.admit(name, None, Some(index), make, None)?;
+        let (root, ()) = self.admit(
+            name,
+            None,
+            Some(index),
+            |shared, name, stack_size, pin| (make(shared, name, stack_size, pin), ()),
+            None,
+        )?;
         let id = root.header().id;
         self.register(p.clone());
         local.push_initial(root);

@@ -1,9 +1,9 @@
 //! [`Builder`]: spawning a task with options, and the [`go!`](crate::go) macro.
 
 use super::join::JoinHandle;
-use super::spawn::spawn_on;
+use super::spawn::spawn_at;
 use crate::error::SpawnError;
-use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
+use crate::runtime::scheduler::{with_current_or_default_shared, Scheduler};
 
 /// Options for one task: name, stack size, pin, scheduler.
 ///
@@ -94,18 +94,20 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let shared = match &self.scheduler {
-            Some(s) => s.shared().clone(),
-            None => current_or_default_shared()?,
-        };
-        spawn_on(
-            &shared,
-            self.name,
-            self.stack_size,
-            self.pin,
-            self.migratable,
-            f,
-        )
+        let at = std::panic::Location::caller();
+        let Builder {
+            name,
+            stack_size,
+            pin,
+            migratable,
+            scheduler,
+        } = self;
+        match scheduler {
+            Some(s) => spawn_at(s.shared(), name, stack_size, pin, migratable, at, f),
+            None => with_current_or_default_shared(|shared| {
+                spawn_at(shared, name, stack_size, pin, migratable, at, f)
+            })?,
+        }
     }
 }
 

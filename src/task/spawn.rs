@@ -30,21 +30,40 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let at = std::panic::Location::caller();
-    let mut f = Some(f);
-    let mut handle = None;
+    spawn_at(
+        shared,
+        name,
+        stack_size,
+        pin,
+        migratable,
+        std::panic::Location::caller(),
+        f,
+    )
+}
+
+/// [`spawn_on`] with the spawn site given.
+#[inline]
+pub(crate) fn spawn_at<F, T>(
+    shared: &Arc<Shared>,
+    name: Option<String>,
+    stack_size: Option<usize>,
+    pin: Option<usize>,
+    migratable: bool,
+    at: &'static std::panic::Location<'static>,
+    f: F,
+) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
     shared.spawn(
         name.map(String::into_boxed_str),
         stack_size,
         pin,
-        &mut |shared, name, stack_size, pin| {
-            let f = f.take().expect("a task is made once");
-            let (r, h) = join::new_task(f, shared, name, stack_size, pin, migratable, at);
-            handle = Some(h);
-            r
+        move |shared, name, stack_size, pin| {
+            join::new_task(f, shared, name, stack_size, pin, migratable, at)
         },
-    )?;
-    Ok(handle.expect("spawn made the task"))
+    )
 }
 
 /// Spawns a detached closure (a user timer's run).
