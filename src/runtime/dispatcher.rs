@@ -924,6 +924,12 @@ fn is_active(p: &ProcesserShared) -> bool {
 /// Takes every task from `p`'s next-task slot, new and runnable queues
 /// (pinned queues are not touched). A pinned task found in the slot (one
 /// bound to `p`, say) goes to `p`'s own pinned queue: it waits for `p`.
+///
+/// Not inlined: a steal pins crossbeam's epoch through a thread-local, and
+/// the TLS check (`scripts/check_tls_switch.py`) wants no thread-local
+/// access in a function that may reach a switch, as the Dispatcher's loop
+/// does through a hooked `write` (it never switches: it is no task).
+#[inline(never)]
 fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) {
     if let Some(t) = p.take_runnext() {
         if t.header().pin().is_some() {
