@@ -52,6 +52,11 @@ fn main() -> ExitCode {
     server::run("http", &Args::parse().server, serve)
 }
 
+/// Bytes read at a time while no request is pending: on the task's stack,
+/// inside the page its frames touch anyway, so an idle connection holds no
+/// input buffer. A request that does not fit goes on in a heap buffer.
+const FIRST_READ: usize = 1024;
+
 /// Serves one connection until the client closes it, asks to close it,
 /// sends something that is not HTTP, or stays idle for `idle`.
 fn serve(mut stream: TcpStream, idle: Duration) -> io::Result<()> {
@@ -59,6 +64,7 @@ fn serve(mut stream: TcpStream, idle: Duration) -> io::Result<()> {
     stream.set_write_timeout(Some(idle))?;
     stream.set_nodelay(true)?;
     let mut conn = http::Conn::new();
+    let mut first = [0u8; FIRST_READ];
     // When the request being received must be complete: `idle` after its
     // first bytes came, however slowly the rest trickles in.
     let mut due: Option<Instant> = None;
@@ -70,11 +76,21 @@ fn serve(mut stream: TcpStream, idle: Duration) -> io::Result<()> {
             }
             stream.set_read_timeout(Some(left))?;
         }
-        let n = stream.read(conn.spare())?; // parks until bytes arrive
-        if n == 0 {
-            return Ok(()); // the client closed
-        }
-        let open = conn.received(n); // answers every complete request
+        // Parks until bytes arrive: into the stack buffer between
+        // requests, into the connection's own buffer inside one.
+        let open = if conn.pending() {
+            let n = stream.read(conn.spare())?;
+            if n == 0 {
+                return Ok(()); // the client closed
+            }
+            conn.received(n) // answers every complete request
+        } else {
+            let n = stream.read(&mut first)?;
+            if n == 0 {
+                return Ok(());
+            }
+            conn.received_from(&first[..n])
+        };
         match (conn.pending(), due) {
             (true, None) => due = Some(Instant::now() + idle),
             (false, Some(_)) => {
@@ -88,5 +104,6 @@ fn serve(mut stream: TcpStream, idle: Duration) -> io::Result<()> {
         if !open {
             return Ok(());
         }
+        conn.release(); // an idle connection keeps no heap buffer
     }
 }

@@ -24,6 +24,17 @@ pub struct Options {
     /// what it was sent) before it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub idle_timeout: u64,
+
+    /// Stack size of each connection's task, in KiB (16 to 1,048,576);
+    /// only the pages a task touches cost memory.
+    #[arg(long, value_name = "KIB", default_value_t = 256, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
+    pub stack_size: u32,
+
+    /// Carve stacks out of large shared mappings without guard pages
+    /// (`SchedulerBuilder::dense_stacks`): past about 30,000 connections,
+    /// guarded stacks run out of memory mappings.
+    #[arg(long)]
+    pub dense_stacks: bool,
 }
 
 /// What `--help` says after the options.
@@ -49,6 +60,8 @@ pub fn run(
     let sched = match gofer::Scheduler::builder()
         .name(name)
         .min_threads(opts.threads.into())
+        .stack_size(opts.stack_size as usize * 1024)
+        .dense_stacks(opts.dense_stacks)
         .build()
     {
         Ok(s) => s,
