@@ -19,6 +19,7 @@
 #   N=2000 IDLE=5 WRITE=0 scripts/idle_bench.sh    # quicker, table on stdout only
 #   SERVERS="gofer-default gofer-dense" scripts/idle_bench.sh
 #   GOFER=/tmp/http_server_before SERVERS=gofer-default WRITE=0 scripts/idle_bench.sh
+#   GOFER_FLAGS="--park-idle 1" SERVERS=gofer-flags WRITE=0 scripts/idle_bench.sh
 #
 # The table goes to stdout and, unless WRITE=0, into BENCHMARKS.md between
 # the `idle-bench` markers (section "Idle connections", appended when the
@@ -236,6 +237,11 @@ for s in $SERVERS; do
     case $s in
     gofer-default) measure gofer-default "defaults: 256 KiB guarded stacks" "$gofer" ;;
     gofer-dense) measure gofer-dense "--dense-stacks --stack-size 16" "$gofer" --dense-stacks --stack-size 16 ;;
+    gofer-flags)
+        # shellcheck disable=SC2086 # GOFER_FLAGS is a list of flags
+        measure gofer-flags "${GOFER_FLAGS:-}" "$gofer" ${GOFER_FLAGS:-}
+        ;;
+    gofer-park) measure gofer-park "--park-idle 1 --stack-cache 0" "$gofer" --park-idle 1 --stack-cache 0 ;;
     tokio) measure tokio "peer_http_tokio" "$target/release/examples/peer_http_tokio" ;;
     may) measure may "peer_http_may" "$target/release/examples/peer_http_may" ;;
     hyper) measure hyper "peer_http_hyper" "$target/release/examples/peer_http_hyper" ;;

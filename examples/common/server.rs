@@ -35,6 +35,11 @@ pub struct Options {
     /// guarded stacks run out of memory mappings.
     #[arg(long)]
     pub dense_stacks: bool,
+
+    /// Finished stacks kept for reuse (`SchedulerBuilder::stack_cache`);
+    /// a kept stack stays resident.
+    #[arg(long, value_name = "STACKS", default_value_t = gofer::DEFAULT_STACK_CACHE)]
+    pub stack_cache: usize,
 }
 
 /// What `--help` says after the options.
@@ -52,16 +57,29 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 /// `listening on ADDR`, and serves every connection with `serve` (given
 /// the idle timeout) in a task of its own, until the process is killed.
 /// Returns only on failure to start.
+#[allow(dead_code)] // each server uses `run` or `run_with`
 pub fn run(
     name: &str,
     opts: &Options,
     serve: fn(TcpStream, Duration) -> io::Result<()>,
+) -> ExitCode {
+    run_with(name, opts, serve, |_| Ok(()))
+}
+
+/// [`run`], calling `setup` with the scheduler once it is built, before
+/// listening; an error from it ends the program.
+pub fn run_with(
+    name: &str,
+    opts: &Options,
+    serve: fn(TcpStream, Duration) -> io::Result<()>,
+    setup: impl FnOnce(&gofer::Scheduler) -> io::Result<()>,
 ) -> ExitCode {
     let sched = match gofer::Scheduler::builder()
         .name(name)
         .min_threads(opts.threads.into())
         .stack_size(opts.stack_size as usize * 1024)
         .dense_stacks(opts.dense_stacks)
+        .stack_cache(opts.stack_cache)
         .build()
     {
         Ok(s) => s,
@@ -70,6 +88,10 @@ pub fn run(
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = setup(&sched) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let listener = match TcpListener::bind(opts.addr) {
         Ok(l) => l,
         Err(e) => {

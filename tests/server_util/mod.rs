@@ -157,6 +157,11 @@ impl Server {
         s
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Fails the test if the server has exited.
     pub fn assert_alive(&mut self) {
         let status = self.child.try_wait().expect("try_wait");
