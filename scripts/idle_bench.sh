@@ -2,17 +2,20 @@
 # Idle keep-alive connections: memory per connection, the CPU an idle
 # server burns, and how fast all of them are answered when they wake.
 #
-# For each server (gofer's examples/http_server.rs with its defaults and
-# with the settings for many idle connections, the tokio, may and hyper
-# peers in benches/servers/, and Go's net/http when `go` is on PATH):
+# For each server (gofer's examples/http_server.rs with its defaults, with
+# dense 16 KiB stacks, and parking quiet connections without a task; the
+# tokio, may and hyper peers in benches/servers/; Go's net/http when `go`
+# is on PATH, built from a 40-line program written to a temporary
+# directory):
 #
 #   1. start it on 127.0.0.1:0 with --threads 2 and read its resident set
 #      (VmRSS in /proc/PID/status): "before";
 #   2. benches/tools/idle_client.rs (another process) opens N connections,
 #      sends GET / on each and reads each response, then goes idle;
-#   3. after SETTLE seconds, read the server's CPU time (utime + stime in
-#      /proc/PID/stat), wait IDLE seconds, read it again and the resident
-#      set: "idle"; memory per connection is (idle - before) / N;
+#   3. after SETTLE seconds, read the CPU time of each of the server's
+#      threads (/proc/PID/task/*/schedstat, in nanoseconds), wait IDLE
+#      seconds, read them again and the resident set: "idle"; memory per
+#      connection is (idle - before) / N, idle CPU the threads' sum;
 #   4. the client sends GET / on all N at once and times the answers.
 #
 #   scripts/idle_bench.sh                      # N = 10,000, writes BENCHMARKS.md
@@ -33,7 +36,7 @@ IDLE="${IDLE:-10}"              # seconds of idle CPU measured
 SETTLE="${SETTLE:-2}"           # seconds after the last first response, before measuring
 SERVER_THREADS="${SERVER_THREADS:-2}"
 WRITE="${WRITE:-1}"             # 1: write the table into BENCHMARKS.md
-SERVERS="${SERVERS:-gofer-default gofer-dense tokio may hyper go}"
+SERVERS="${SERVERS:-gofer-default gofer-dense gofer-park tokio may hyper go}"
 
 target="${CARGO_TARGET_DIR:-target}"
 out="$target/gofer-bench"
