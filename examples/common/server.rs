@@ -27,7 +27,7 @@ pub struct Options {
 
     /// Stack size of each connection's task, in KiB (16 to 1,048,576);
     /// only the pages a task touches cost memory.
-    #[arg(long, value_name = "KIB", default_value_t = 256, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
+    #[arg(long, value_name = "KIB", default_value_t = (gofer::DEFAULT_STACK_SIZE / 1024) as u32, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
     pub stack_size: u32,
 
     /// Carve stacks out of large shared mappings without guard pages
