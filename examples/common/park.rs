@@ -131,46 +131,38 @@ impl Parking {
     pub fn park(&self, stream: TcpStream, since: Instant) -> io::Result<()> {
         let stream = stream.into_std(); // leaves gofer's reactor
         let fd = stream.as_raw_fd();
-        let (slot, generation) = {
-            let mut s = self.slots.lock().expect("not poisoned");
-            let slot = s.free.pop().unwrap_or_else(|| {
-                s.slots.push(Slot::default());
-                (s.slots.len() - 1) as u32
+        // The socket is added to the set under the lock: the watcher's sweep
+        // cannot close it (and let its number be reused) in between.
+        let mut s = self.slots.lock().expect("not poisoned");
+        let slot = s.free.pop().unwrap_or_else(|| {
+            s.slots.push(Slot::default());
+            (s.slots.len() - 1) as u32
+        });
+        let entry = &mut s.slots[slot as usize];
+        entry.stream = Some(stream);
+        let generation = entry.generation;
+        s.parked += 1;
+        s.queue.push_back((slot, generation, since));
+        // Drop the entries of connections that woke up, once they outnumber
+        // the parked ones.
+        if s.queue.len() > 64 + 2 * s.parked {
+            let Slots { slots, queue, .. } = &mut *s;
+            queue.retain(|&(i, g, _)| {
+                let s = &slots[i as usize];
+                s.stream.is_some() && s.generation == g
             });
-            let entry = &mut s.slots[slot as usize];
-            entry.stream = Some(stream);
-            let generation = entry.generation;
-            s.parked += 1;
-            s.queue.push_back((slot, generation, since));
-            // Drop the entries of connections that woke up, once they
-            // outnumber the parked ones.
-            if s.queue.len() > 64 + 2 * s.parked {
-                let Slots { slots, queue, .. } = &mut *s;
-                queue.retain(|&(i, g, _)| {
-                    let s = &slots[i as usize];
-                    s.stream.is_some() && s.generation == g
-                });
-            }
-            (slot, generation)
-        };
-        // Registered after the slot is filled: the watcher may see input at
-        // once.
+        }
         let mut ev = libc::epoll_event {
             events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
             u64: slot as u64,
         };
-        // SAFETY: both descriptors are open (the socket is in its slot, and
-        // only this call's failure path or the watcher, after this event,
-        // takes it out); ev outlives the call.
+        // SAFETY: both descriptors are open: the socket sits in its slot,
+        // and the lock held keeps the watcher from taking it out; ev
+        // outlives the call.
         if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0
         {
             let e = io::Error::last_os_error();
-            let s = self
-                .slots
-                .lock()
-                .expect("not poisoned")
-                .take(slot, Some(generation));
-            drop(s); // closed
+            drop(s.take(slot, Some(generation))); // closed
             return Err(e);
         }
         Ok(())
