@@ -102,7 +102,10 @@ const DISPATCH_INTERVAL: Duration = Duration::from_millis(1);
 
 fn main() -> ExitCode {
     let builder = gofer::Scheduler::builder().dispatch_interval(DISPATCH_INTERVAL);
-    server::run_with("kv", &Cli::parse().server, builder, start_sweeper, serve)
+    server::run_with("kv", &Cli::parse().server, builder, serve, |sched| {
+        sched.spawn(start_sweeper);
+        Ok(())
+    })
 }
 
 /// Spawns the task that removes expired keys nobody reads.

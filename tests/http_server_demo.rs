@@ -346,6 +346,172 @@ fn many_connections_are_served_at_once() {
 }
 
 #[test]
+fn requests_larger_than_the_first_read_are_answered() {
+    // Between requests the server reads 1 KiB at a time into a buffer on
+    // its task's stack; what does not fit goes on in a heap buffer.
+    let server = Server::start(SERVER, &[]);
+    let mut s = server.connect();
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: test\r\nX-Filler: {}\r\n\r\n",
+        "a".repeat(3000)
+    );
+    let big = big.as_bytes();
+    send(&mut s, big);
+    expect(&mut s, HELLO);
+    // In pieces, the first within the first read.
+    send(&mut s, &big[..500]);
+    send(&mut s, &big[500..]);
+    expect(&mut s, HELLO);
+    // A pipelined run across the 1 KiB boundary, twice.
+    send(&mut s, &GET.repeat(100));
+    expect(&mut s, &HELLO.repeat(100));
+    send(&mut s, &[big, GET, big].concat());
+    expect(&mut s, &HELLO.repeat(3));
+    // A request whose head is cut, then finished along with the next one.
+    send(&mut s, &GET[..10]);
+    send(&mut s, &[&GET[10..], GET].concat());
+    expect(&mut s, &HELLO.repeat(2));
+    hello(&mut s);
+    server.stop();
+}
+
+#[test]
+fn dense_small_stacks_serve_many_keep_alive_connections() {
+    const N: usize = 300;
+    let server = Server::start(
+        SERVER,
+        &["--dense-stacks", "--stack-size", "16", "--stack-cache", "0"],
+    );
+    let mut conns: Vec<TcpStream> = (0..N).map(|_| server.connect()).collect();
+    for _ in 0..3 {
+        for s in &mut conns {
+            send(s, GET);
+        }
+        for s in &mut conns {
+            expect(s, HELLO);
+        }
+    }
+    let big = format!("GET / HTTP/1.1\r\nX-Filler: {}\r\n\r\n", "b".repeat(6000));
+    send(&mut conns[0], big.as_bytes());
+    expect(&mut conns[0], HELLO);
+    server.stop();
+}
+
+/// Sockets parked without a task by the server `pid` (`--park-idle`): the
+/// entries of its private epoll set, registered for `EPOLLIN | EPOLLRDHUP`
+/// (0x2001) without `EPOLLET` (gofer's reactor sets it), read from
+/// `/proc/PID/fdinfo`.
+fn parked(pid: u32) -> usize {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return 0;
+    };
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("tfd:"))
+                .filter(|l| {
+                    l.split_whitespace()
+                        .skip_while(|w| *w != "events:")
+                        .nth(1)
+                        .and_then(|ev| u32::from_str_radix(ev, 16).ok())
+                        .is_some_and(|ev| ev & 0x2001 == 0x2001 && ev & 0x8000_0000 == 0)
+                })
+                .count()
+        })
+        .sum()
+}
+
+/// Waits (at most [`PATIENCE`]) until the server `pid` has `n` parked
+/// connections.
+fn wait_parked(pid: u32, n: usize) {
+    let start = Instant::now();
+    loop {
+        let p = parked(pid);
+        if p == n {
+            return;
+        }
+        assert!(
+            start.elapsed() < server_util::PATIENCE,
+            "{p} connections parked, not {n}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn quiet_connections_are_parked_and_answered_when_they_wake() {
+    const N: usize = 100;
+    let server = Server::start(SERVER, &["--park-idle", "1", "--stack-cache", "0"]);
+    let pid = server.pid();
+    let mut conns: Vec<TcpStream> = (0..N).map(|_| server.connect()).collect();
+    for s in &mut conns {
+        hello(s);
+    }
+    // Quiet for a second: every connection gives its task back.
+    wait_parked(pid, N);
+    for round in 0..2 {
+        for s in &mut conns {
+            send(s, GET);
+        }
+        for s in &mut conns {
+            expect(s, HELLO);
+        }
+        // A pipelined pair and a request in two pieces after a wake.
+        send(&mut conns[0], &GET.repeat(2));
+        expect(&mut conns[0], &HELLO.repeat(2));
+        send(&mut conns[1], &GET[..7]);
+        send(&mut conns[1], &GET[7..]);
+        expect(&mut conns[1], HELLO);
+        if round == 0 {
+            wait_parked(pid, N);
+        }
+    }
+    // A parked connection that the client closes leaves the set.
+    wait_parked(pid, N);
+    conns.truncate(N / 2);
+    wait_parked(pid, N / 2);
+    hello(&mut conns[0]);
+    server.stop();
+}
+
+#[test]
+fn a_parked_connection_is_closed_after_the_idle_timeout() {
+    let server = Server::start(
+        SERVER,
+        &[
+            "--park-idle",
+            "1",
+            "--idle-timeout",
+            "3",
+            "--stack-cache",
+            "0",
+        ],
+    );
+    let mut s = server.connect();
+    hello(&mut s);
+    let start = Instant::now();
+    wait_parked(server.pid(), 1);
+    assert_eq!(read_to_close(&mut s), b"", "closed without a response");
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(2900),
+        "closed after {waited:?}, before the 3 s idle timeout"
+    );
+    assert!(
+        waited < Duration::from_secs(15),
+        "closed only after {waited:?}"
+    );
+    wait_parked(server.pid(), 0);
+    // A silent connection parks too, and closes the same way.
+    let mut silent = server.connect();
+    let start = Instant::now();
+    assert_eq!(read_to_close(&mut silent), b"");
+    assert!(start.elapsed() >= Duration::from_millis(2900));
+    hello(&mut server.connect());
+    server.stop();
+}
+
+#[test]
 fn bad_arguments_exit_with_code_2() {
     for (args, says) in [
         (&["--threads", "many"][..], "invalid value"),
@@ -355,6 +521,9 @@ fn bad_arguments_exit_with_code_2() {
         (&["--addr", "127.0.0.1"], "HOST:PORT"),
         (&["--addr", "127.0.0.1:99999"], "not an address"),
         (&["--idle-timeout", "0"], "--idle-timeout"),
+        (&["--stack-size", "8"], "--stack-size"),
+        (&["--stack-cache", "many"], "--stack-cache"),
+        (&["--park-idle", "86401"], "--park-idle"),
         (&["--no-such-flag"], "unexpected argument"),
     ] {
         assert_refused(SERVER, args, says);
@@ -379,7 +548,16 @@ fn help_lists_the_flags() {
     let out = server_util::run(SERVER, &["--help"]);
     assert_eq!(out.status.code(), Some(0));
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in ["--addr", "--threads", "--idle-timeout", "listening on"] {
+    for flag in [
+        "--addr",
+        "--threads",
+        "--idle-timeout",
+        "--stack-size",
+        "--dense-stacks",
+        "--stack-cache",
+        "--park-idle",
+        "listening on",
+    ] {
         assert!(
             help.contains(flag),
             "--help does not mention {flag}:\n{help}"

@@ -20,6 +20,12 @@
 //! }
 //! ```
 //!
+//! A server with many idle connections can keep nothing on the heap
+//! between requests: it reads into a small buffer of its own (on the
+//! task's stack) while nothing is pending, hands that input to
+//! [`Conn::received_from`], which keeps only an incomplete rest, and calls
+//! [`Conn::release`] once the responses are written.
+//!
 //! What it answers:
 //!
 //! - `GET /` (a query string is ignored): `200`, `text/plain`, body
@@ -168,6 +174,49 @@ fn parse(buf: &[u8]) -> Parsed {
     }
 }
 
+/// Appends to `out` a response to every complete request at the front of
+/// `input`. Returns whether the connection stays open, and how many bytes
+/// of `input` were consumed.
+fn answer(input: &[u8], out: &mut Vec<u8>) -> (bool, usize) {
+    let mut at = 0;
+    let open = loop {
+        match parse(&input[at..]) {
+            Parsed::Partial => break true,
+            Parsed::Request {
+                len,
+                hello,
+                head_only,
+                keep_alive,
+                http10,
+            } => {
+                let (head, body) = if hello {
+                    (HELLO, HELLO_BODY)
+                } else {
+                    (NOT_FOUND, NOT_FOUND_BODY)
+                };
+                out.extend_from_slice(head);
+                out.extend_from_slice(match (keep_alive, http10) {
+                    (false, _) => CLOSE,
+                    (true, true) => KEEP_ALIVE,
+                    (true, false) => b"\r\n",
+                });
+                if !head_only {
+                    out.extend_from_slice(body);
+                }
+                at += len;
+                if !keep_alive {
+                    break false;
+                }
+            }
+            Parsed::Refused(r) => {
+                out.extend_from_slice(r.response());
+                break false;
+            }
+        }
+    };
+    (open, at)
+}
+
 /// One connection's buffers.
 #[derive(Debug, Default)]
 pub struct Conn {
@@ -204,44 +253,50 @@ impl Conn {
     /// the last response said `Connection: close`.
     pub fn received(&mut self, n: usize) -> bool {
         self.len += n;
-        let mut at = 0;
-        let open = loop {
-            match parse(&self.buf[at..self.len]) {
-                Parsed::Partial => break true,
-                Parsed::Request {
-                    len,
-                    hello,
-                    head_only,
-                    keep_alive,
-                    http10,
-                } => {
-                    let (head, body) = if hello {
-                        (HELLO, HELLO_BODY)
-                    } else {
-                        (NOT_FOUND, NOT_FOUND_BODY)
-                    };
-                    self.out.extend_from_slice(head);
-                    self.out.extend_from_slice(match (keep_alive, http10) {
-                        (false, _) => CLOSE,
-                        (true, true) => KEEP_ALIVE,
-                        (true, false) => b"\r\n",
-                    });
-                    if !head_only {
-                        self.out.extend_from_slice(body);
-                    }
-                    at += len;
-                    if !keep_alive {
-                        break false;
-                    }
-                }
-                Parsed::Refused(r) => {
-                    self.out.extend_from_slice(r.response());
-                    break false;
-                }
-            }
-        };
+        let (open, at) = answer(&self.buf[..self.len], &mut self.out);
         self.buf.copy_within(at..self.len, 0);
         self.len -= at;
         open
+    }
+
+    /// [`received`](Self::received) for input read into a buffer of the
+    /// caller's (say, on the stack) rather than into [`spare`](Self::spare):
+    /// answers every complete request in `input` (after what is pending)
+    /// and keeps only what remains of an incomplete one, so a connection
+    /// whose requests arrive whole holds no input buffer at all.
+    pub fn received_from(&mut self, input: &[u8]) -> bool {
+        if self.len != 0 {
+            let n = input.len();
+            self.spare_for(n)[..n].copy_from_slice(input);
+            return self.received(n);
+        }
+        let (open, at) = answer(input, &mut self.out);
+        let rest = &input[at..];
+        if open && !rest.is_empty() {
+            self.spare_for(rest.len())[..rest.len()].copy_from_slice(rest);
+            self.len = rest.len();
+        }
+        open
+    }
+
+    /// Room for at least `n` more bytes of input.
+    fn spare_for(&mut self, n: usize) -> &mut [u8] {
+        if self.buf.len() - self.len < n {
+            self.buf.resize(self.len + n.max(READ_CHUNK), 0);
+        }
+        &mut self.buf[self.len..]
+    }
+
+    /// Frees the buffers when they hold nothing (no pending input, `out`
+    /// written and cleared), so that an idle connection costs no heap. The
+    /// next request allocates `out` again (and the input buffer, when it
+    /// does not arrive whole).
+    pub fn release(&mut self) {
+        if self.len == 0 {
+            self.buf = Vec::new();
+        }
+        if self.out.is_empty() {
+            self.out = Vec::new();
+        }
     }
 }

@@ -24,6 +24,22 @@ pub struct Options {
     /// what it was sent) before it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub idle_timeout: u64,
+
+    /// Stack size of each connection's task, in KiB (16 to 1,048,576);
+    /// only the pages a task touches cost memory.
+    #[arg(long, value_name = "KIB", default_value_t = (gofer::DEFAULT_STACK_SIZE / 1024) as u32, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
+    pub stack_size: u32,
+
+    /// Carve stacks out of large shared mappings without guard pages
+    /// (`SchedulerBuilder::dense_stacks`): past about 30,000 connections,
+    /// guarded stacks run out of memory mappings.
+    #[arg(long)]
+    pub dense_stacks: bool,
+
+    /// Finished stacks kept for reuse (`SchedulerBuilder::stack_cache`);
+    /// a kept stack stays resident.
+    #[arg(long, value_name = "STACKS", default_value_t = gofer::DEFAULT_STACK_CACHE)]
+    pub stack_cache: usize,
 }
 
 /// What `--help` says after the options.
@@ -41,33 +57,46 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 /// `listening on ADDR`, and serves every connection with `serve` (given
 /// the idle timeout) in a task of its own, until the process is killed.
 /// Returns only on failure to start.
-#[allow(dead_code)] // a server with background tasks calls run_with
+#[allow(dead_code)] // each server uses `run` or `run_with`
 pub fn run(
     name: &str,
     opts: &Options,
     serve: fn(TcpStream, Duration) -> io::Result<()>,
 ) -> ExitCode {
-    run_with(name, opts, gofer::Scheduler::builder(), || {}, serve)
+    run_with(name, opts, gofer::Scheduler::builder(), serve, |_| Ok(()))
 }
 
-/// [`run`] with a scheduler configured from `builder` (its name and
-/// thread count are set here), calling `start` in a task before the first
-/// connection is accepted (to spawn the server's own background tasks).
-#[allow(dead_code)] // not every server needs more than `run`
+/// [`run`] with a scheduler configured from `builder` (its name, thread
+/// count and stack options are set here from `opts`), calling `setup` with
+/// the scheduler once it is built, before listening (to spawn the server's
+/// own background tasks, or start a helper thread); an error from it ends
+/// the program.
+#[allow(dead_code)] // each server uses `run` or `run_with`
 pub fn run_with(
     name: &str,
     opts: &Options,
     builder: gofer::SchedulerBuilder,
-    start: fn(),
     serve: fn(TcpStream, Duration) -> io::Result<()>,
+    setup: impl FnOnce(&gofer::Scheduler) -> io::Result<()>,
 ) -> ExitCode {
-    let sched = match builder.name(name).min_threads(opts.threads.into()).build() {
+    let sched = match builder
+        .name(name)
+        .min_threads(opts.threads.into())
+        .stack_size(opts.stack_size as usize * 1024)
+        .dense_stacks(opts.dense_stacks)
+        .stack_cache(opts.stack_cache)
+        .build()
+    {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: cannot start the scheduler: {e}");
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = setup(&sched) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let listener = match TcpListener::bind(opts.addr) {
         Ok(l) => l,
         Err(e) => {
@@ -82,10 +111,7 @@ pub fn run_with(
     io::stdout().flush().expect("stdout");
 
     let idle = Duration::from_secs(opts.idle_timeout);
-    let accepter = sched.spawn(move || {
-        start();
-        accept_loop(&listener, idle, serve)
-    });
+    let accepter = sched.spawn(move || accept_loop(&listener, idle, serve));
     let _ = accepter.join(); // never returns: the server runs until killed
     ExitCode::FAILURE
 }
