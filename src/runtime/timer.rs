@@ -137,13 +137,14 @@ impl TimerQueue {
     }
 
     fn publish(&self, heap: &TimerHeap<Action>) {
-        let next = heap.next_deadline().map_or(NONE, to_nanos);
+        let next = heap.next_deadline().unwrap_or(NONE);
         // SeqCst: the adders' half of the sleep protocol (module docs).
         self.next.store(next, Ordering::SeqCst);
     }
 
     /// Inserts; returns the key and whether it is now the earliest entry.
     fn insert(&self, deadline: Instant, action: Action) -> (TimerKey, bool) {
+        let deadline = to_nanos(deadline);
         let mut heap = self.heap.lock();
         let key = heap.insert(deadline, action);
         let earliest = heap.next_deadline() == Some(deadline);
@@ -184,6 +185,7 @@ impl TimerQueue {
 
     /// Takes up to [`FIRE_BATCH`] entries due at `now`.
     fn take_due(&self, now: Instant, out: &mut Vec<Action>) {
+        let now = to_nanos(now);
         let mut heap = self.heap.lock();
         while out.len() < FIRE_BATCH {
             match heap.pop_due(now) {
