@@ -289,3 +289,21 @@ fn bound_sleepers_stay_put_and_migratable_ones_may_move() {
         },
     );
 }
+
+/// The Processer threads the scheduler starts wait for their timers with
+/// a 1 us timer slack (not the default 50 us), and a thread that lends
+/// itself through `block_on` keeps its own.
+#[test]
+fn processer_threads_sleep_with_a_tight_timer_slack() {
+    // SAFETY: PR_GET_TIMERSLACK takes no pointer and reads the calling
+    // thread's slack.
+    let slack = || unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
+    let s = one_processer("tslack");
+    let mine = slack();
+    let on_processer = s.spawn(slack).join().unwrap();
+    let in_block_on = s.block_on(slack);
+    s.shutdown();
+    assert_eq!(on_processer, 1_000);
+    assert_eq!(in_block_on, mine, "a block_on caller's slack is its own");
+    assert_ne!(mine, 1_000, "the test thread has the default slack");
+}

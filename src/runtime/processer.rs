@@ -99,6 +99,10 @@ const RUNNEXT_STREAK: u8 = 3;
 const GC_BATCH: usize = 16;
 /// Steal rounds a searching Processer makes before it sleeps.
 const SPIN_ROUNDS: u32 = 32;
+/// A searcher with a timer due within this stops yielding the CPU and
+/// sleeps until the timer (see `spin_for_work`): several time slices of a
+/// loaded machine's scheduler.
+const YIELD_HORIZON: Duration = Duration::from_millis(10);
 /// Other Processers a steal round visits at most (from a random one on):
 /// with up to 9 Processers, every other one; beyond, a round's cost stays
 /// bounded however many Processers there are.
@@ -995,11 +999,24 @@ impl ProcLocal {
             }
             if round < SPIN_ROUNDS / 2 {
                 std::hint::spin_loop();
+            } else if self.timer_soon() {
+                // Sleep until the timer instead (the caller's next step):
+                // on a loaded machine a yield may hand the CPU to another
+                // process for a whole time slice, several milliseconds,
+                // and the timer would wait for it.
+                break;
             } else {
                 std::thread::yield_now();
             }
         }
         None
+    }
+
+    /// Whether one of our timers is due within [`YIELD_HORIZON`].
+    fn timer_soon(&self) -> bool {
+        self.timer_queue()
+            .and_then(TimerQueue::next_deadline)
+            .is_some_and(|d| d.saturating_duration_since(Instant::now()) < YIELD_HORIZON)
     }
 
     /// Announces the sleep, re-checks, and parks until woken. The re-check

@@ -22,7 +22,10 @@
 //! - **A sleeping owner** sleeps until its earliest deadline: the futex wait
 //!   or, when it holds the poller role, `epoll_pwait2` (nanosecond timeouts,
 //!   see `runtime/io/epoll.rs`), so timers and IO share one wait as in
-//!   sylar's IOManager and Go's netpoller.
+//!   sylar's IOManager and Go's netpoller. Processer threads run with a
+//!   1 us timer slack (`processer_shared::tight_timer_slack`), so that wait
+//!   ends on time rather than up to 50 us late. A searching owner with a
+//!   timer due soon sleeps rather than yield its CPU (`spin_for_work`).
 //! - **The Dispatcher**, for a Processer that cannot: one that is blocked,
 //!   or stuck in a long task, with an entry overdue by more than
 //!   [`OVERDUE`]. Its wake-ups are queued as one batch too (below).
