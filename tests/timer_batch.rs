@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -181,29 +180,21 @@ fn wake_ups_fired_for_a_blocked_processer_keep_deadline_order() {
                     })
                     .collect();
                 // Blocks Processer 0 from just before the first deadline
-                // to well into the spread.
-                let (blocking_tx, blocking_rx) = mpsc::channel();
+                // to well into the spread. Right after the block, before
+                // Processer 0 can fire anything itself, fewer timers than
+                // the sleepers' are pending only if the Dispatcher fired
+                // some meanwhile.
+                let s2 = s.clone();
                 let blocker = Builder::new()
                     .scheduler(&s)
                     .pin(0)
                     .spawn(move || {
                         gofer::sleep_until(base - Duration::from_millis(2));
-                        blocking_tx.send(()).unwrap();
                         common::block_thread_in_kernel(BLOCK);
+                        s2.stats().timers < N
                     })
                     .unwrap();
-                // While it is blocked, the Dispatcher takes the overdue
-                // entries off its queue.
-                blocking_rx.recv().unwrap();
-                let mut dispatcher_fired = false;
-                while !blocker.is_finished() {
-                    if s.stats().timers < N {
-                        dispatcher_fired = true;
-                        break;
-                    }
-                    std::thread::yield_now();
-                }
-                blocker.join().unwrap();
+                let dispatcher_fired = blocker.join().unwrap();
                 for h in hs {
                     h.join().unwrap();
                 }
