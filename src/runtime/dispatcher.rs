@@ -330,6 +330,10 @@ struct Dispatcher {
     balance_from: usize,
     /// Tasks a poll of the reactor woke (kept to reuse its allocation).
     woken: Vec<Runnable>,
+    /// Scratch space of a firing of timers (kept to reuse its allocation).
+    due: Vec<timer::Action>,
+    /// Tasks a firing of timers woke (kept to reuse its allocation).
+    fired: Vec<Runnable>,
 }
 
 impl Dispatcher {
@@ -342,6 +346,8 @@ impl Dispatcher {
             seen: Vec::new(),
             balance_from: 0,
             woken: Vec::new(),
+            due: Vec::new(),
+            fired: Vec::new(),
         }
     }
 
@@ -619,7 +625,8 @@ impl Dispatcher {
                 continue;
             }
             if late.is_some_and(|late| q.is_due(late)) {
-                s.fire_timers(p.index, now);
+                s.take_fired(p.index, now, &mut self.due, &mut self.fired);
+                deliver_fired(s, procs, p, &mut self.fired);
             } else {
                 p.timers_due.store(true, Ordering::Relaxed);
             }
@@ -905,6 +912,53 @@ fn hand_out(s: &Shared, active: &mut [Arc<ProcesserShared>], tasks: Vec<Runnable
     }
     for p in &active[..receivers] {
         s.wake_proc(p);
+    }
+}
+
+/// Queues the tasks the Dispatcher's firing of `owner`'s overdue timers
+/// woke ("Firing a batch" in `runtime/timer.rs`):
+///
+/// - tasks bound to `owner` (most sleepers: a started task stays on its
+///   thread) go to its pinned queue in one batch, one fence for them all,
+///   and `owner` is woken if it sleeps. It files them ahead of its next
+///   firing's, so wake-ups keep their deadline order;
+/// - unpinned tasks are handed out like rescued ones, to the least loaded
+///   active Processers other than `owner` (late, so held up), woken;
+/// - tasks pinned elsewhere go through the routing.
+fn deliver_fired(
+    s: &Shared,
+    procs: &[Arc<ProcesserShared>],
+    owner: &ProcesserShared,
+    fired: &mut Vec<Runnable>,
+) {
+    if fired.is_empty() {
+        return;
+    }
+    let (mut bound, mut free) = (Vec::new(), Vec::new());
+    for t in fired.drain(..) {
+        match t.header().pin() {
+            Some(pin) if pin == owner.index => bound.push(t),
+            Some(_) => s.push_remote(t),
+            None => free.push(t),
+        }
+    }
+    if !bound.is_empty() && s.push_batch_to(owner, bound) {
+        s.wake_proc(owner);
+    }
+    if free.is_empty() {
+        return;
+    }
+    let mut active: Vec<_> = procs
+        .iter()
+        .filter(|p| is_active(p) && p.index != owner.index)
+        .cloned()
+        .collect();
+    if active.is_empty() {
+        for t in free {
+            s.push_remote(t);
+        }
+    } else {
+        hand_out(s, &mut active, free);
     }
 }
 

@@ -70,7 +70,7 @@ use super::live::{self, ShardOwner};
 use super::processer_shared::{drain_injector, Kind, ProcesserShared};
 use super::shared::Shared;
 use super::task::{self, Runnable, TaskHeader};
-use super::timer::TimerQueue;
+use super::timer::{Action, TimerQueue};
 use crate::coroutine::registry;
 use crate::coroutine::stack::StackMem;
 use crate::coroutine::stacks::LocalStacks;
@@ -102,10 +102,33 @@ const CELLS_IDLE: Duration = Duration::from_secs(1);
 const GC_BATCH: usize = 16;
 /// Steal rounds a searching Processer makes before it sleeps.
 const SPIN_ROUNDS: u32 = 32;
+/// A searcher with a timer due within this stops yielding the CPU and
+/// sleeps until the timer (see `spin_for_work`): several time slices of a
+/// loaded machine's scheduler.
+const YIELD_HORIZON: Duration = Duration::from_millis(10);
 /// Other Processers a steal round visits at most (from a random one on):
 /// with up to 9 Processers, every other one; beyond, a round's cost stays
 /// bounded however many Processers there are.
 const STEAL_VICTIMS: usize = 8;
+
+/// The fewest unpinned tasks of one firing of timers worth a sleeping
+/// Processer's wake-up: a batch is shared with sleepers only in shares of
+/// at least this many (see `accept_fired`). A sleeper takes some tens of
+/// microseconds to wake on a virtual machine; a woken task, about a
+/// microsecond to run and finish.
+const FIRE_SHARE: usize = 32;
+
+/// Scratch space of one firing of timers (`fire_timers`), kept to reuse
+/// its allocations.
+#[derive(Default)]
+struct FireBufs {
+    /// The entries taken off the queue.
+    due: Vec<Action>,
+    /// The tasks they woke, in deadline order.
+    woken: Vec<Runnable>,
+    /// The unpinned ones among them, to share out.
+    free: Vec<Runnable>,
+}
 
 /// What a Processer saw of its peers at its last looks (`watch_peers`).
 #[derive(Default)]
@@ -147,6 +170,8 @@ pub(crate) struct ProcLocal {
     /// Tasks a poll of the reactor woke, on their way to the runnable queue
     /// (kept to reuse its allocation).
     woken: RefCell<Vec<Runnable>>,
+    /// Scratch space of `fire_timers`.
+    fired: RefCell<FireBufs>,
     /// When the Processer last had work (for Extra retirement).
     pub(crate) idle_since: Cell<Option<Instant>>,
     /// Tasks pinned here because they switched out in the middle of an
@@ -203,6 +228,7 @@ impl ProcLocal {
             current: Cell::new(std::ptr::null()),
             watch: RefCell::new(Watch::default()),
             woken: RefCell::new(Vec::new()),
+            fired: RefCell::new(FireBufs::default()),
             idle_since: Cell::new(None),
             unwind_pinned: Cell::new(0),
             bound: Cell::new(0),
@@ -364,9 +390,9 @@ impl ProcLocal {
         }
     }
 
-    /// Fires this Processer's due timers; their tasks land in its own
-    /// queues. Returns whether any fired. Reads the clock only when a timer
-    /// is pending.
+    /// Fires this Processer's due timers, and queues the tasks they woke as
+    /// one batch ([`accept_fired`](Self::accept_fired)). Returns whether any
+    /// fired. Reads the clock only when a timer is pending.
     fn fire_timers(&self) -> bool {
         let Some(q) = self.timer_queue() else {
             return false;
@@ -375,7 +401,107 @@ impl ProcLocal {
             return false;
         }
         let now = Instant::now();
-        q.is_due(now) && self.sched.fire_timers(self.p.index, now) > 0
+        if !q.is_due(now) {
+            return false;
+        }
+        // Taken out while user timers run (their callbacks may queue tasks
+        // here), then given back empty, keeping the capacity.
+        let mut bufs = std::mem::take(&mut *self.fired.borrow_mut());
+        let fired = self
+            .sched
+            .take_fired(self.p.index, now, &mut bufs.due, &mut bufs.woken);
+        self.accept_fired(&mut bufs);
+        *self.fired.borrow_mut() = bufs;
+        fired > 0
+    }
+
+    /// Queues the tasks one firing of our timers woke (`bufs.woken`, in
+    /// deadline order), as a batch: the protocol is "Firing a batch" in
+    /// `runtime/timer.rs`.
+    ///
+    /// - Wake-ups of tasks bound here that other threads pushed to our
+    ///   pinned queue (the Dispatcher fires for us while we are held up)
+    ///   are older than these: they move to the local pinned queue first.
+    /// - A task pinned here goes to the back of the local pinned queue, in
+    ///   order; none goes through the next-task slot, where each would
+    ///   displace the one before it.
+    /// - Unpinned tasks: when there are enough of them and Processers
+    ///   sleep, shares of at least [`FIRE_SHARE`] go straight to sleepers'
+    ///   new queues, each sleeper woken once; the rest go to our runnable
+    ///   queue, after which one sleeper may be woken to steal
+    ///   (`wake_idle_for_local_work`, once for the batch).
+    /// - A task pinned elsewhere goes through the routing.
+    fn accept_fired(&self, bufs: &mut FireBufs) {
+        if bufs.woken.is_empty() {
+            return;
+        }
+        self.take_pinned_remote();
+        let chaos = self.sched.config.chaos;
+        {
+            let mut pinned = self.pinned_local.borrow_mut();
+            for r in bufs.woken.drain(..) {
+                let h = r.header();
+                debug_assert!(Arc::ptr_eq(&self.sched, &h.shared));
+                match h.pin() {
+                    Some(pin) if pin == self.p.index => pinned.push_back(r),
+                    Some(_) => self.sched.push_remote(r),
+                    None if chaos => self.sched.push_elsewhere(r, self.p.index),
+                    None => bufs.free.push(r),
+                }
+            }
+        }
+        if bufs.free.is_empty() {
+            return;
+        }
+        self.share_fired(&mut bufs.free);
+        for r in bufs.free.drain(..) {
+            self.runnable.push(r);
+        }
+        self.sched.wake_idle_for_local_work();
+    }
+
+    /// Hands shares of `free` (unpinned tasks just fired here) to sleeping
+    /// Processers: with `n` tasks, up to `n / FIRE_SHARE - 1` sleepers get
+    /// an equal share each, and one share stays in `free` for us. The
+    /// latest deadlines go: we run the earliest ourselves while the
+    /// sleepers wake.
+    fn share_fired(&self, free: &mut Vec<Runnable>) {
+        let mut helpers = (free.len() / FIRE_SHARE).saturating_sub(1);
+        // A plain load first: usually nobody sleeps while timers fire on a
+        // busy scheduler, and the sleepers stack is behind a lock.
+        if helpers == 0 || self.sched.idle.idle() == 0 {
+            return;
+        }
+        while helpers > 0 {
+            let Some(p) = self.sched.idle.pop_sleeper() else {
+                break;
+            };
+            let share = free.len() / (helpers + 1);
+            let from = free.len() - share;
+            // Into its new queue, then wake it: if it is awake after all, it
+            // finds them there before it sleeps (the sleep protocol; the
+            // batch push fences like a single one).
+            if self.sched.push_batch_to(&p, free.drain(from..)) {
+                self.sched.wake_proc(&p);
+            }
+            helpers -= 1;
+        }
+    }
+
+    /// Moves the tasks other threads pinned here (wake-ups of tasks bound
+    /// here, pushed to our remote pinned queue) to the local one.
+    fn take_pinned_remote(&self) {
+        if self.p.pinned.is_empty() {
+            return;
+        }
+        let mut pinned = self.pinned_local.borrow_mut();
+        loop {
+            match self.p.pinned.steal() {
+                Steal::Success(t) => pinned.push_back(t),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
     }
 
     /// A busy Processer's look at the reactor: if nobody has polled for
@@ -880,11 +1006,24 @@ impl ProcLocal {
             }
             if round < SPIN_ROUNDS / 2 {
                 std::hint::spin_loop();
+            } else if self.timer_soon() {
+                // Sleep until the timer instead (the caller's next step):
+                // on a loaded machine a yield may hand the CPU to another
+                // process for a whole time slice, several milliseconds,
+                // and the timer would wait for it.
+                break;
             } else {
                 std::thread::yield_now();
             }
         }
         None
+    }
+
+    /// Whether one of our timers is due within [`YIELD_HORIZON`].
+    fn timer_soon(&self) -> bool {
+        self.timer_queue()
+            .and_then(TimerQueue::next_deadline)
+            .is_some_and(|d| d.saturating_duration_since(Instant::now()) < YIELD_HORIZON)
     }
 
     /// Announces the sleep, re-checks, and parks until woken. The re-check

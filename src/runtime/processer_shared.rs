@@ -274,6 +274,25 @@ pub(crate) fn bind_thread(p: &ProcesserShared) {
     let _ = p.tid.set(unsafe { libc::gettid() });
 }
 
+/// The timer slack of a Processer's thread, in nanoseconds.
+const TIMER_SLACK_NS: libc::c_ulong = 1_000;
+
+/// Makes the calling thread's timed waits end on time: the kernel may
+/// otherwise let a timed futex or `epoll_pwait2` wait run up to the
+/// thread's timer slack past its end (50 us by default), and a Processer
+/// sleeps until its earliest timer that way. A lone sleeper on an idle
+/// scheduler woke about 75 us late with the default slack and about
+/// 28 us late with 1 us (BENCHMARKS.md, "Sleep lateness"). The cost is
+/// that the kernel cannot merge these wake-ups with others in the slack
+/// window, at most one more wake-up per timer. Set on the Processer
+/// threads the scheduler starts (never on a `block_on` caller's thread,
+/// which is the user's), as on the Dispatcher's.
+pub(crate) fn tight_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and only affects the
+    // calling thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, TIMER_SLACK_NS) };
+}
+
 impl Drop for ProcesserShared {
     fn drop(&mut self) {
         // A Processer is dropped after its loop drained its queues (or after

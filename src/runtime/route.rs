@@ -78,13 +78,28 @@ impl Shared {
     /// Pushes a task into `target`'s new (or pinned) queue. If `target`
     /// retired meanwhile, re-routes whatever is left there and returns false.
     pub(crate) fn push_to(&self, target: &ProcesserShared, r: Runnable) -> bool {
-        if r.header().pin().is_some() {
-            target.pinned.push(r);
-        } else {
-            target.new.push(r);
+        self.push_batch_to(target, std::iter::once(r))
+    }
+
+    /// [`push_to`](Self::push_to) for a batch: every task into `target`'s
+    /// new (or pinned) queue, then one fence for them all. The caller wakes
+    /// `target` after it, as after a single push.
+    pub(crate) fn push_batch_to(
+        &self,
+        target: &ProcesserShared,
+        tasks: impl IntoIterator<Item = Runnable>,
+    ) -> bool {
+        for r in tasks {
+            if r.header().pin().is_some() {
+                target.pinned.push(r);
+            } else {
+                target.new.push(r);
+            }
         }
         // Pairs with the SeqCst store of `retired` (and of `sleeping`): either
-        // the retiring Processer drains our task, or we see `retired`.
+        // the retiring Processer drains our tasks, or we see `retired`; and
+        // either a Processer going to sleep sees them in its re-check, or the
+        // caller's wake-up after this sees it asleep.
         fence(Ordering::SeqCst);
         if target.retired.load(Ordering::SeqCst) {
             for t in processer_shared::drain_retired(target) {

@@ -290,6 +290,7 @@ impl Shared {
             .name(format!("{}-{}", self.config.name, index))
             .spawn(move || {
                 processer_shared::bind_thread(&p2);
+                processer_shared::tight_timer_slack();
                 let local = ProcLocal::new(p2.clone(), me.clone(), worker);
                 local.run(None);
                 drop(local);

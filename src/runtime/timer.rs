@@ -15,16 +15,68 @@
 //! # Who fires
 //!
 //! - **The owner**, as part of its loop: every 61st pick (with the new-queue
-//!   check) and whenever it runs out of work, it takes the due entries and
-//!   wakes their tasks into its own runnable queue, in one batch and with
-//!   no remote push. This is where the timer work of a busy scheduler goes.
+//!   check), whenever the Dispatcher raised its `timers_due` flag (checked
+//!   at every pick), at each round of a search, and whenever it runs out of
+//!   work, it takes the due entries and queues their tasks as one batch
+//!   (below). This is where the timer work of a busy scheduler goes.
 //! - **A sleeping owner** sleeps until its earliest deadline: the futex wait
 //!   or, when it holds the poller role, `epoll_pwait2` (nanosecond timeouts,
 //!   see `runtime/io/epoll.rs`), so timers and IO share one wait as in
-//!   sylar's IOManager and Go's netpoller.
+//!   sylar's IOManager and Go's netpoller. Processer threads run with a
+//!   1 us timer slack (`processer_shared::tight_timer_slack`), so that wait
+//!   ends on time rather than up to 50 us late. A searching owner with a
+//!   timer due soon sleeps rather than yield its CPU (`spin_for_work`).
 //! - **The Dispatcher**, for a Processer that cannot: one that is blocked,
 //!   or stuck in a long task, with an entry overdue by more than
-//!   [`OVERDUE`]. Its wake-ups go through the scheduler's routing.
+//!   [`OVERDUE`]. Its wake-ups are queued as one batch too (below).
+//!
+//! # Firing a batch
+//!
+//! [`Shared::take_fired`] takes every due entry off a queue (up to
+//! `FIRE_BATCH` per hold of its lock), runs the user timers, and unparks
+//! the tasks of the wake entries into a list, in deadline order (ties in
+//! insertion order). Each task is unparked once: only one `PARKED -> EMPTY`
+//! transition wins (`park_state.rs`), and a task some other wake-up got
+//! first is not in the list. The list is then queued as one batch:
+//!
+//! ```text
+//!  fired by the owner P (ProcLocal::accept_fired)
+//!  0. first, P's remote pinned queue moves to its local one: wake-ups the
+//!     Dispatcher fired for P while it was held up are older than these
+//!  1. a task pinned to P (bound at its first run, or pinned by the user):
+//!     to the back of P's local pinned queue, in order; owner-only, P is
+//!     awake (it is running this), nobody to wake
+//!  2. unpinned, n of them: if n >= 2 * FIRE_SHARE and Processers sleep,
+//!     up to n / FIRE_SHARE - 1 sleepers each get an equal share (the
+//!     latest deadlines) in their new queue, one fence per share, and are
+//!     woken; the rest go to P's runnable queue, and one more sleeper may
+//!     be woken to steal (wake_idle_for_local_work, once per batch)
+//!  3. pinned to another Processer: through the routing (push_remote)
+//!
+//!  fired by the Dispatcher for P (dispatcher::deliver_fired)
+//!  1. pinned to P: to P's remote pinned queue, one fence for the batch,
+//!     P woken if it sleeps (it waits for P in any case)
+//!  2. unpinned: handed out like rescued tasks to the least loaded active
+//!     Processers other than P, each woken
+//!  3. pinned elsewhere: through the routing
+//! ```
+//!
+//! No wake-up is lost:
+//! - A task queued on the firing Processer itself needs no wake-up: that
+//!   Processer is running its loop, and picks from those queues next.
+//! - A share pushed to a sleeper is pushed before a SeqCst fence, and the
+//!   sleeper is woken after it by a CAS on its `sleeping` flag. Either the
+//!   CAS wakes it, or it is awake or on its way to sleep: a Processer
+//!   going to sleep sets `sleeping` (SeqCst), fences, then re-checks its
+//!   remote queues, so it sees the share (the Dekker pair of the sleep
+//!   protocol in `processer.rs`, as for any push to another Processer).
+//! - The Dispatcher's pushes follow the same rule; a pinned task waits for
+//!   its Processer whatever its state, as every wake-up of a bound task.
+//!
+//! No task goes through the next-task slot: each fired task would displace
+//! the one fired before it, and the last of a batch would run first. Order
+//! is kept but for one race: a Dispatcher push that lands while P is filing
+//! its own, newer batch runs after that batch.
 //!
 //! An entry added from another thread that becomes a sleeping Processer's
 //! earliest must wake it, so it sleeps again with the shorter timeout:
@@ -70,7 +122,7 @@ use parking_lot::Mutex;
 
 use super::context;
 use super::shared::{find_processer, Shared};
-use super::task::{self, TaskRef};
+use super::task::{self, Runnable, TaskRef};
 use super::timer_heap::{TimerHeap, TimerKey};
 use super::wait::WaitOn;
 
@@ -137,13 +189,14 @@ impl TimerQueue {
     }
 
     fn publish(&self, heap: &TimerHeap<Action>) {
-        let next = heap.next_deadline().map_or(NONE, to_nanos);
+        let next = heap.next_deadline().unwrap_or(NONE);
         // SeqCst: the adders' half of the sleep protocol (module docs).
         self.next.store(next, Ordering::SeqCst);
     }
 
     /// Inserts; returns the key and whether it is now the earliest entry.
     fn insert(&self, deadline: Instant, action: Action) -> (TimerKey, bool) {
+        let deadline = to_nanos(deadline);
         let mut heap = self.heap.lock();
         let key = heap.insert(deadline, action);
         let earliest = heap.next_deadline() == Some(deadline);
@@ -184,6 +237,7 @@ impl TimerQueue {
 
     /// Takes up to [`FIRE_BATCH`] entries due at `now`.
     fn take_due(&self, now: Instant, out: &mut Vec<Action>) {
+        let now = to_nanos(now);
         let mut heap = self.heap.lock();
         while out.len() < FIRE_BATCH {
             match heap.pop_due(now) {
@@ -331,27 +385,36 @@ impl Shared {
         }
     }
 
-    /// Fires the entries of queue `index` due at `now`: their tasks are
-    /// scheduled (onto this thread's Processer when it is that queue's
-    /// owner), their user timers run. Returns how many fired.
-    pub(crate) fn fire_timers(self: &Arc<Self>, index: usize, now: Instant) -> usize {
+    /// Fires the entries of queue `index` due at `now`: user timers run,
+    /// and the tasks the wake entries unparked are appended to `woken`, in
+    /// deadline order, for the caller to queue as one batch (see "Firing a
+    /// batch" in the module docs). `due` is scratch space, left empty.
+    /// Returns how many entries fired.
+    pub(crate) fn take_fired(
+        self: &Arc<Self>,
+        index: usize,
+        now: Instant,
+        due: &mut Vec<Action>,
+        woken: &mut Vec<Runnable>,
+    ) -> usize {
         let Some(q) = self.timers.queue(index) else {
             return 0;
         };
-        let mut due = Vec::new();
         let mut fired = 0;
         loop {
-            q.take_due(now, &mut due);
+            q.take_due(now, due);
             if due.is_empty() {
                 return fired;
             }
             fired += due.len();
+            // Outside the queue's lock: a user timer re-arms (and locks it),
+            // and a dropped entry may hold a task's last reference.
             for a in due.drain(..) {
                 match a {
                     Action::Wake(h) => {
-                        if let Some(r) = task::unpark(&h) {
-                            context::schedule(r);
-                        }
+                        // One winner of PARKED -> EMPTY gets the Runnable: a
+                        // task another wake-up got first is not queued twice.
+                        woken.extend(task::unpark(&h));
                     }
                     Action::Call(t) => t.fire(self),
                 }
