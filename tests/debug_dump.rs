@@ -460,14 +460,7 @@ fn the_stall_report_names_two_deadlocked_tasks() {
         println!("CHILD-OK {NAME}");
         std::process::exit(0);
     }
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
-        .env(common::CHILD_ENV, NAME)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_child(NAME);
     let report = read_stderr_until(&mut child, "parked: channel receive", 2);
     child.stdin.take().unwrap().write_all(b"done\n").unwrap();
     let mut out = String::new();
@@ -512,14 +505,7 @@ fn a_signal_prints_a_dump_and_the_process_goes_on() {
         println!("CHILD-OK {NAME}");
         std::process::exit(0);
     }
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
-        .env(common::CHILD_ENV, NAME)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_child(NAME);
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     while !line.contains("ready") {
@@ -542,6 +528,19 @@ fn a_signal_prints_a_dump_and_the_process_goes_on() {
         dump.contains("'waiting-for-the-parent' [parked: channel receive"),
         "{dump}"
     );
+}
+
+/// Re-runs this test binary as a child running only the test `name`, with
+/// its three standard streams piped.
+fn spawn_child(name: &str) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(common::CHILD_ENV, name)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Reads the child's stderr (under a watchdog) until `needle` has appeared
