@@ -86,13 +86,19 @@ impl StackPool {
         self.stacks.split_off(keep)
     }
 
-    /// Adds as many of `batch` as fit; the rest are dropped (unmapped).
-    pub(crate) fn extend(&mut self, batch: Vec<StackMem>) {
-        for s in batch {
-            if self.push(s).is_err() {
-                break;
+    /// Adds as many of `batch` as fit, and returns the rest, for the caller
+    /// to drop (unmap) once it no longer holds the pool's lock.
+    #[must_use = "dropping the rest unmaps it: do it outside any lock"]
+    pub(crate) fn extend(&mut self, batch: Vec<StackMem>) -> Vec<StackMem> {
+        let mut it = batch.into_iter();
+        while let Some(s) = it.next() {
+            if let Err(s) = self.push(s) {
+                let mut rest = vec![s];
+                rest.extend(it);
+                return rest;
             }
         }
+        Vec::new()
     }
 }
 
@@ -176,9 +182,12 @@ impl Stacks {
         }
     }
 
-    /// Adds a batch to the shared pool (what does not fit is unmapped).
+    /// Adds a batch to the shared pool (what does not fit is unmapped,
+    /// after the lock is released: a `munmap` under it would hold up every
+    /// Processer taking or giving stacks meanwhile).
     pub(crate) fn give(&self, batch: Vec<StackMem>) {
-        self.pool.lock().extend(batch);
+        let rest = self.pool.lock().extend(batch);
+        drop(rest);
     }
 
     /// Takes up to `n` stacks from the shared pool.
@@ -206,7 +215,8 @@ impl LocalStacks {
             if let Some(s) = self.pool.pop() {
                 return Ok(s);
             }
-            self.pool.extend(shared.take(LOCAL_POOL_MAX / 2));
+            // The local pool has room for a batch: nothing comes back.
+            drop(self.pool.extend(shared.take(LOCAL_POOL_MAX / 2)));
             if let Some(s) = self.pool.pop() {
                 return Ok(s);
             }
@@ -247,5 +257,15 @@ mod tests {
         assert!(p.push(StackMem::new(size).unwrap()).is_err());
         assert_eq!(p.take_batch(5).len(), 2);
         assert_eq!(p.len(), 0);
+    }
+
+    #[test]
+    fn extend_hands_back_what_does_not_fit() {
+        let size = round_to_pages(MIN_STACK_SIZE);
+        let mut p = StackPool::new(size, 2);
+        let batch: Vec<_> = (0..5).map(|_| StackMem::new(size).unwrap()).collect();
+        let rest = p.extend(batch);
+        assert_eq!((p.len(), rest.len()), (2, 3));
+        assert!(p.extend(Vec::new()).is_empty());
     }
 }
