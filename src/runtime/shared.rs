@@ -47,7 +47,7 @@ use super::io::Reactor;
 use super::processer::ProcLocal;
 use super::processer_shared::{self, Kind, ProcesserShared};
 use super::stats::{ProcesserStats, Stats};
-use super::task::{MakeTask, Runnable, TaskId};
+use super::task::Runnable;
 use super::timer::Timers;
 use crate::coroutine::stack;
 use crate::coroutine::stacks::Stacks;
@@ -404,30 +404,24 @@ impl Shared {
 
     /// Runs a `block_on` root task on the calling thread, which serves as a
     /// temporary Processer (kind `Caller`) running that task and nothing
-    /// else, until `done` says the task finished.
-    pub(crate) fn run_caller(
+    /// else, until `done` says of what `make` made besides the task (its
+    /// join handle) that the task finished; returns that.
+    pub(crate) fn run_caller<R>(
         self: &Arc<Self>,
         name: Option<Box<str>>,
-        make: MakeTask<'_>,
-        done: &dyn Fn() -> bool,
-    ) -> Result<TaskId, SpawnError> {
+        make: impl FnOnce(Arc<Shared>, Option<Box<str>>, usize, Option<usize>) -> (Runnable, R),
+        done: impl Fn(&R) -> bool,
+    ) -> Result<R, SpawnError> {
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
         let (p, worker) = processer_shared::new_processer(index, Kind::Caller);
         processer_shared::bind_thread(&p);
         let local = ProcLocal::new(p.clone(), self.clone(), worker);
-        let (root, ()) = self.admit(
-            name,
-            None,
-            Some(index),
-            |shared, name, stack_size, pin| (make(shared, name, stack_size, pin), ()),
-            None,
-        )?;
-        let id = root.header().id;
+        let (root, made) = self.admit(name, None, Some(index), make, None)?;
         self.register(p.clone());
         local.push_initial(root);
-        local.run(Some(done));
+        local.run(Some(&|| done(&made)));
         self.unregister(&p);
-        Ok(id)
+        Ok(made)
     }
 
     /// Counts one more alive unit that is not a task yet (a pending user

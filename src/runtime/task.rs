@@ -152,12 +152,6 @@ impl Drop for LocalMap {
     }
 }
 
-/// What the runtime asks of the task layer at spawn, once the task is
-/// admitted: a new cell around the header [`TaskHeader::new`] makes of
-/// these fields (scheduler, name, stack size, pin). Called at most once.
-pub(crate) type MakeTask<'a> =
-    &'a mut dyn FnMut(Arc<Shared>, Option<Box<str>>, usize, Option<usize>) -> Runnable;
-
 /// No home Processer yet.
 pub(crate) const NO_HOME: usize = usize::MAX;
 
@@ -459,6 +453,9 @@ unsafe impl Token for Runnable {
         ManuallyDrop::new(self).0.as_ptr().cast_mut()
     }
 
+    /// # Safety
+    /// The trait's contract: `p` came from [`into_raw`](Token::into_raw)
+    /// and is taken back once.
     unsafe fn from_raw(p: *mut TaskHeader) -> Runnable {
         // SAFETY: per the trait's contract, `p` owns one reference.
         Runnable(unsafe { TaskRef::from_raw(p) })

@@ -2,11 +2,10 @@
 //! [`Scheduler`] methods built on it (`spawn`, `block_on`).
 //!
 //! The runtime admits a task and asks this layer for its cell (a
-//! [`MakeTask`](crate::runtime::task::MakeTask)): one allocation with the
+//! closure given to `Shared::spawn`): one allocation with the
 //! header, the user's closure and the slot its result goes to. This layer
 //! hands out the [`JoinHandle`].
 
-use std::cell::OnceCell;
 use std::sync::Arc;
 
 use super::join::{self, JoinHandle};
@@ -167,23 +166,16 @@ impl Scheduler {
             };
         }
         let at = std::panic::Location::caller();
-        let mut f = Some(f);
-        let handle = OnceCell::new();
-        let mut make = |shared, name, stack_size, pin| {
-            let f = f.take().expect("a task is made once");
-            let (r, h) = join::new_task(f, shared, name, stack_size, pin, false, at);
-            let _ = handle.set(h);
-            r
-        };
-        let done = || {
-            handle
-                .get()
-                .is_some_and(|h: &JoinHandle<T>| h.slot().is_done())
-        };
-        self.shared()
-            .run_caller(None, &mut make, &done)
+        let handle = self
+            .shared()
+            .run_caller(
+                None,
+                move |shared, name, stack_size, pin| {
+                    join::new_task(f, shared, name, stack_size, pin, false, at)
+                },
+                |h: &JoinHandle<T>| h.slot().is_done(),
+            )
             .unwrap_or_else(|e| panic!("gofer: block_on cannot spawn its task: {e}"));
-        let handle = handle.into_inner().expect("run_caller made the task");
         match handle.join() {
             Ok(v) => v,
             Err(e) => resume(e),
