@@ -82,11 +82,6 @@ impl Entry {
     pub(crate) fn is_registered(&self) -> bool {
         !self.slot.is_null()
     }
-
-    /// The shard of a registered entry (it lives as long as the scheduler).
-    fn shard(&self) -> *const Shard {
-        self.shard
-    }
 }
 
 /// One shard of the registry.
@@ -298,12 +293,12 @@ pub(crate) fn unregister_batch(batch: &mut [Runnable]) {
         }
         // SAFETY: a registered task's shard lives as long as its scheduler,
         // which the task's header keeps alive.
-        let shard = unsafe { &*e.shard() };
+        let shard = unsafe { &*e.shard };
         let mut freed = shard.locked.lock();
         while i < batch.len() {
             let e = batch[i].live();
             if e.is_registered() {
-                if !ptr::eq(e.shard(), shard) {
+                if !ptr::eq(e.shard, shard) {
                     break;
                 }
                 empty(&mut freed, &batch[i], e);
@@ -319,7 +314,7 @@ pub(crate) fn unregister(t: &Runnable) {
     let e = t.live();
     if e.is_registered() {
         // SAFETY: as in `unregister_batch`.
-        let shard = unsafe { &*e.shard() };
+        let shard = unsafe { &*e.shard };
         empty(&mut shard.locked.lock(), t, e);
     }
 }

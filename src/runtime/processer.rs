@@ -315,8 +315,9 @@ impl ProcLocal {
     /// count for the watch time, tell the Dispatcher, which then samples
     /// at once and at its base interval. Busy Processers thus watch each
     /// other, and the Dispatcher may sample less often while they do (see
-    /// "Peers watch each other" in `dispatcher.rs`). One clock read and two
-    /// loads of the peer's line per look.
+    /// "Peers watch each other" in `dispatcher.rs`). Two loads of the
+    /// peer's line per look; the time is the coarse clock, which the
+    /// periodic look has just read.
     fn watch_peers(&self) {
         if self.sched.config.max_threads <= 1 {
             return; // no Dispatcher
@@ -344,7 +345,7 @@ impl ProcLocal {
             w.seen[i] = None;
             return;
         }
-        let now = Instant::now();
+        let now = self.clock.get();
         match w.seen[i] {
             Some((seen, since)) if seen == switches => {
                 let after = super::dispatcher::watch_after(&self.sched.config);
@@ -1115,14 +1116,14 @@ impl ProcLocal {
     fn sleep_timeout(&self) -> Option<Duration> {
         let retire = self.sched.retire_timeout(self);
         // A cell cache above its idle size is trimmed after CELLS_IDLE.
-        let retire = if super::cells::holds_more_than_idle() {
-            let left = self
-                .idle_since
+        let trim = super::cells::holds_more_than_idle().then(|| {
+            self.idle_since
                 .get()
-                .map_or(CELLS_IDLE, |s| CELLS_IDLE.saturating_sub(s.elapsed()));
-            Some(retire.map_or(left, |r| r.min(left)))
-        } else {
-            retire
+                .map_or(CELLS_IDLE, |s| CELLS_IDLE.saturating_sub(s.elapsed()))
+        });
+        let retire = match (retire, trim) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         let timer = self
             .timer_queue()
