@@ -183,3 +183,91 @@ fn tasks_waking_each_other_do_not_starve_a_queued_task() {
     );
     s.shutdown();
 }
+
+/// Tasks bound to a Processer (every started task is, unless it opted in to
+/// migration) and woken from another thread come back through the
+/// Processer's remote pinned queue. A batch of them must all run within a
+/// bounded number of picks, not one per periodic look: a busy Processer
+/// that took one such task every 61 picks kept the last of 100 waiting for
+/// thousands of picks (at 1,000 server connections, tens of milliseconds).
+#[test]
+fn a_batch_of_bound_tasks_woken_from_outside_runs_within_a_bounded_number_of_yields() {
+    const WOKEN: usize = 100;
+    let s = one_thread("fair-bound");
+    let go_on = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // 1. WOKEN tasks start, hand out their handles and park: bound here.
+    let (handle_tx, handle_rx) = mpsc::channel();
+    let (ran_tx, ran_rx) = mpsc::channel();
+    let sleepers: Vec<_> = (0..WOKEN)
+        .map(|_| {
+            let (handle_tx, ran_tx) = (handle_tx.clone(), ran_tx.clone());
+            let (go_on, count) = (go_on.clone(), count.clone());
+            s.spawn(move || {
+                handle_tx.send(gofer::current()).expect("receiver alive");
+                while !go_on.load(Ordering::Acquire) {
+                    gofer::park();
+                }
+                ran_tx
+                    .send(count.load(Ordering::Relaxed))
+                    .expect("receiver alive");
+            })
+        })
+        .collect();
+    let handles: Vec<gofer::Task> = (0..WOKEN)
+        .map(|_| handle_rx.recv_timeout(PATIENCE).expect("a task started"))
+        .collect();
+
+    // 2. A yielder keeps the only Processer busy with local work. It runs
+    //    after every sleeper has parked (one thread, first in first out).
+    let (started_tx, started_rx) = mpsc::channel();
+    let (c, st) = (count.clone(), stop.clone());
+    let yielder = s.spawn(move || {
+        started_tx.send(()).expect("receiver alive");
+        while !st.load(Ordering::Acquire) {
+            c.fetch_add(1, Ordering::Relaxed);
+            gofer::yield_now();
+        }
+    });
+    started_rx
+        .recv_timeout(PATIENCE)
+        .expect("the yielder started");
+
+    // 3. A task holds the Processer's thread while this thread wakes every
+    //    sleeper, so that all of them wait in the remote queue at once.
+    let (stalled_tx, stalled_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let staller = s.spawn(move || {
+        stalled_tx.send(()).expect("receiver alive");
+        release_rx.recv_timeout(PATIENCE).expect("released");
+    });
+    stalled_rx.recv_timeout(PATIENCE).expect("the staller ran");
+    go_on.store(true, Ordering::Release);
+    for h in &handles {
+        h.unpark();
+    }
+    let before = count.load(Ordering::Relaxed);
+    release_tx.send(()).expect("the staller waits");
+
+    let mut worst = 0;
+    for _ in 0..WOKEN {
+        let at_run = ran_rx
+            .recv_timeout(PATIENCE)
+            .expect("a woken task was starved");
+        worst = worst.max(at_run.saturating_sub(before));
+    }
+    stop.store(true, Ordering::Release);
+    staller.join().expect("staller returned");
+    yielder.join().expect("yielder returned");
+    for t in sleepers {
+        t.join().expect("sleeper returned");
+    }
+    eprintln!("yields before the last of {WOKEN} woken bound tasks ran: {worst}");
+    assert!(
+        worst < YIELD_BOUND,
+        "{worst} yields passed before the last of {WOKEN} woken bound tasks ran"
+    );
+    s.shutdown();
+}
