@@ -252,3 +252,66 @@ fn children_spawned_inside_a_task_spread_to_every_idle_processer() {
     assert_eq!(distinct.len(), PROCS, "threads: {threads:?}");
     s.shutdown();
 }
+
+/// A task that spawns one long-lived child at a time and parks between
+/// spawns (a server's accept loop): each child would run on the spawner's
+/// Processer as soon as the spawner parks, and be bound there for its whole
+/// life. Fresh tasks are placed where fewer tasks are bound, so the
+/// children end up spread over both Processers.
+#[test]
+fn long_lived_children_of_one_spawner_are_bound_across_processers() {
+    const KIDS: usize = 400;
+    let s = Scheduler::builder()
+        .min_threads(2)
+        .max_threads(2)
+        .name("place")
+        .build()
+        .expect("valid scheduler config");
+    let release = Arc::new(AtomicBool::new(false));
+    let r = release.clone();
+    let homes = s
+        .spawn(move || {
+            let (tx, rx) = gofer::chan::unbounded();
+            let kids: Vec<_> = (0..KIDS)
+                .map(|_| {
+                    let (tx, r) = (tx.clone(), r.clone());
+                    let kid = go!(move || {
+                        tx.send(gofer::current()).expect("the spawner listens");
+                        // Bound to the thread it started on: stays there.
+                        let home = thread_id();
+                        while !r.load(Ordering::Acquire) {
+                            gofer::park();
+                        }
+                        assert_eq!(home, thread_id(), "a started task moved");
+                        home
+                    });
+                    // Park until the child ran, as an accept loop parks
+                    // until the next connection.
+                    (kid, rx.recv().expect("the child reports"))
+                })
+                .collect();
+            kids
+        })
+        .join()
+        .expect("the spawner returned");
+    release.store(true, Ordering::Release);
+    let homes: Vec<_> = homes
+        .into_iter()
+        .map(|(kid, task)| {
+            task.unpark();
+            kid.join().expect("a child returned")
+        })
+        .collect();
+    let first = homes[0];
+    let on_first = homes.iter().filter(|&&h| h == first).count();
+    let fewer = on_first.min(KIDS - on_first);
+    eprintln!(
+        "{KIDS} children: {on_first} on one Processer, {} on the other",
+        KIDS - on_first
+    );
+    assert!(
+        fewer >= KIDS / 4,
+        "{on_first} of {KIDS} children were bound to one Processer"
+    );
+    s.shutdown();
+}

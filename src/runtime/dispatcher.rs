@@ -113,7 +113,7 @@ use super::io::BUSY_POLL;
 use super::processer::NEW_QUEUE_INTERVAL;
 use super::processer_shared::{Kind, ProcesserShared};
 use super::shared::Shared;
-use super::task::Runnable;
+use super::task::{self, Runnable};
 use super::timer;
 
 /// A kernel-blocked suspect's thread must have used less than
@@ -561,11 +561,19 @@ impl Dispatcher {
             .iter()
             .map(|p| p.new.len() + p.stealer.len() + usize::from(p.runnext.is_occupied()))
             .sum();
-        if waiting == 0 {
+        // Fresh tasks placed on a blocked Processer wait in its pinned queue
+        // among the wake-ups of tasks bound there (see `steal_all`): worth a
+        // look when some Processer can take them, not a new thread, since
+        // most of that queue may have to stay.
+        let placed = blocked.iter().any(|p| !p.pinned.is_empty());
+        if waiting == 0 && !placed {
             return;
         }
         let mut active = active_targets(procs);
         if active.is_empty() {
+            if waiting == 0 {
+                return;
+            }
             if s.threads.load(Ordering::SeqCst) >= s.config.max_threads
                 || s.stopped.load(Ordering::Acquire)
             {
@@ -975,8 +983,9 @@ fn is_active(p: &ProcesserShared) -> bool {
         && !p.retired.load(Ordering::Relaxed)
 }
 
-/// Takes every task from `p`'s next-task slot, new and runnable queues
-/// (pinned queues are not touched). A pinned task found in the slot (one
+/// Takes every task from `p`'s next-task slot, new and runnable queues,
+/// and the fresh tasks placed in its remote pinned queue (the rest of the
+/// pinned queues is not touched). A pinned task found in the slot (one
 /// bound to `p`, say) goes to `p`'s own pinned queue: it waits for `p`.
 ///
 /// Not inlined: a steal pins crossbeam's epoch through a thread-local, and
@@ -1005,5 +1014,32 @@ fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) {
             Steal::Retry => continue,
             Steal::Empty => break,
         }
+    }
+    // Fresh tasks another Processer placed here (`ProcLocal::place_fresh`)
+    // wait in the remote pinned queue, pinned by the runtime but not bound
+    // yet (they never ran): they may go, unpinned. The rest of that queue
+    // (wake-ups of tasks bound here, the user's pins) goes back, in order.
+    if p.pinned.is_empty() {
+        return;
+    }
+    let mut keep = Vec::new();
+    loop {
+        match p.pinned.steal() {
+            Steal::Success(t) => {
+                let h = t.header();
+                if h.user_pin.is_none() && h.phase.load(Ordering::Relaxed) == task::PHASE_NEW {
+                    // We hold its Runnable: ours to unpin.
+                    h.set_runtime_pin(None);
+                    out.push(t);
+                } else {
+                    keep.push(t);
+                }
+            }
+            Steal::Retry => continue,
+            Steal::Empty => break,
+        }
+    }
+    for t in keep {
+        p.pinned.push(t);
     }
 }

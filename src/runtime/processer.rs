@@ -111,6 +111,11 @@ const YIELD_HORIZON: Duration = Duration::from_millis(10);
 /// bounded however many Processers there are.
 const STEAL_VICTIMS: usize = 8;
 
+/// How many more bound tasks than another Processer (plus an eighth of its
+/// own) a Processer holds before it starts a fresh task there instead (see
+/// `ProcLocal::place_fresh`).
+const BIND_SLACK: usize = 16;
+
 /// The fewest unpinned tasks of one firing of timers worth a sleeping
 /// Processer's wake-up: a batch is shared with sleepers only in shares of
 /// at least this many (see `accept_fired`). A sleeper takes some tens of
@@ -643,6 +648,12 @@ impl ProcLocal {
 
     /// Runs one task until it switches out, then files it.
     fn run_task(&self, mut t: Runnable) {
+        if t.run().fresh {
+            match self.place_fresh(t) {
+                Some(here) => t = here,
+                None => return,
+            }
+        }
         let header = t.header().as_ptr();
         if t.header().home.load(Ordering::Relaxed) != self.p.index {
             t.header().home.store(self.p.index, Ordering::Relaxed);
@@ -687,7 +698,7 @@ impl ProcLocal {
             // Bound: from its first switch on, the task may hold addresses
             // of this thread's thread-locals (see `may_move`).
             t.header().set_runtime_pin(Some(self.p.index));
-            self.bound.set(self.bound.get() + 1);
+            self.set_bound(self.bound.get() + 1);
         }
         let n = self.switches.get() + 1;
         self.switches.set(n);
@@ -737,6 +748,65 @@ impl ProcLocal {
         }
     }
 
+    /// Where a fresh task that will be bound at its first run starts: here,
+    /// or, when a core Processer picked at random holds clearly fewer bound
+    /// tasks ([`BIND_SLACK`] plus an eighth of ours), there (pinned to it,
+    /// pushed to its pinned queue and woken; it is still fresh, so free to
+    /// move). Returns the task when it stays.
+    ///
+    /// A started task never moves (see `may_move`), so where it starts is
+    /// where it runs to its end: a server whose accept loop runs on one
+    /// Processer would otherwise start (and bind) nearly every connection
+    /// there, since the fresh task runs as soon as the accept loop parks,
+    /// before an idle Processer can steal it. The other Processers then had
+    /// nothing to run but wake-ups to forward (at 1,000 HTTP connections on
+    /// 2 Processers, one did 82 % of the work). Counting bound tasks is a
+    /// proxy for load that suits servers (one task per connection); the
+    /// Dispatcher and thieves still balance fresh tasks by queue length.
+    fn place_fresh(&self, t: Runnable) -> Option<Runnable> {
+        let mine = self.bound.get();
+        if mine < BIND_SLACK
+            || self.p.kind == Kind::Caller
+            || t.header().pin().is_some()
+            || self.may_move(t.header())
+        {
+            return Some(t);
+        }
+        let table = self.table();
+        let procs = &table.1;
+        let n = procs.len();
+        if n < 2 {
+            return Some(t);
+        }
+        let other = &procs[self.random_below(n)];
+        if other.index == self.p.index
+            || other.kind != Kind::Core
+            || other.retired.load(Ordering::Relaxed)
+            || other.blocked.load(Ordering::Relaxed)
+            || mine <= other.bound.load(Ordering::Relaxed) + BIND_SLACK + mine / 8
+        {
+            return Some(t);
+        }
+        let other = other.clone();
+        drop(table);
+        // Pinned there before it is pushed: in the new queue, we (searching
+        // for work as soon as we go idle) would steal it back before the
+        // other Processer woke up. It is bound there at its first run
+        // anyway; a core Processer never retires before shutdown.
+        t.header().set_runtime_pin(Some(other.index));
+        if self.sched.push_to(&other, t) {
+            self.sched.wake_proc(&other);
+        }
+        None
+    }
+
+    /// Sets the count of tasks bound here, and its mirror for other
+    /// Processers' placement decisions.
+    fn set_bound(&self, n: usize) {
+        self.bound.set(n);
+        self.p.bound.store(n, Ordering::Relaxed);
+    }
+
     /// Whether a started task may move to another Processer: the user
     /// vouched for it (`Builder::migratable`,
     /// `SchedulerBuilder::migrate_started_tasks`), or chaos mode. Otherwise
@@ -757,7 +827,7 @@ impl ProcLocal {
         if self.may_move(h) {
             self.unwind_pinned.set(self.unwind_pinned.get() - 1);
         } else {
-            self.bound.set(self.bound.get() - 1);
+            self.set_bound(self.bound.get() - 1);
         }
     }
 

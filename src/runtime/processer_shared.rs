@@ -19,7 +19,7 @@
 //! | gc             | `Vec`                | owner only                 | owner only, in batches              |
 //!
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
@@ -59,6 +59,10 @@ pub(crate) struct ProcesserShared {
     /// Processer's work (idle thieves leave it: it runs in a moment). The
     /// protocol, model-checked, is in `next_slot.rs`.
     pub(crate) runnext: NextSlot<Runnable>,
+    /// Live tasks bound here at their first run: the owner's count,
+    /// mirrored (Relaxed store) for the placement of fresh tasks
+    /// (`ProcLocal::place_fresh`). Relaxed: a hint.
+    pub(crate) bound: AtomicUsize,
     /// +1 at every switch into a task. Written only by the owner (Relaxed
     /// load + store: no read-modify-write on the hot path); read by the
     /// Dispatcher and stats.
@@ -242,6 +246,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         pinned: Injector::new(),
         stealer: runnable.stealer(),
         runnext: NextSlot::new(),
+        bound: AtomicUsize::new(0),
         switches: AtomicU64::new(0),
         running: AtomicBool::new(false),
         current: AtomicPtr::new(std::ptr::null_mut()),
