@@ -3,13 +3,15 @@
 # tokio and may, in the same run and with the same thread count:
 #
 #   1. HTTP: wrk against examples/http_server.rs (gofer),
-#      benches/servers/http_tokio.rs and benches/servers/http_may.rs, at
-#      100 and 1,000 connections, with 1 and with 2 wrk threads; prints
-#      requests/s, p99 latency and the server's CPU use as a Markdown table.
+#      benches/servers/http_tokio.rs, benches/servers/http_hyper.rs (hyper
+#      1.x on tokio) and benches/servers/http_may.rs, at 100, 1,000 and
+#      10,000 connections, with 1 and with 2 wrk threads; prints requests/s,
+#      p99 latency, the server's CPU use and its CPU time per request as a
+#      Markdown table.
 #   2. Echo: `cargo bench --bench echo` (1 KiB round trips at 100 and 1,000
 #      connections; gofer, tokio, may).
 #
-#   scripts/http_bench.sh                    # everything, about 4 minutes
+#   scripts/http_bench.sh                    # everything, about 8 minutes
 #   DURATION=5 WRK_THREADS=2 scripts/http_bench.sh   # shorter
 #
 # Every server listens on 127.0.0.1 with port 0, runs with SERVER_THREADS
@@ -26,8 +28,11 @@ DURATION="${DURATION:-10}"          # seconds measured per wrk run
 WARMUP="${WARMUP:-2}"               # seconds of unmeasured wrk run before each
 SERVER_THREADS="${SERVER_THREADS:-2}"
 WRK_THREADS="${WRK_THREADS:-1 2}"   # wrk thread counts to run
-CONNECTIONS="${CONNECTIONS:-100 1000}"
-SERVERS=(gofer:http_server tokio:peer_http_tokio may:peer_http_may)
+CONNECTIONS="${CONNECTIONS:-100 1000 10000}"
+# The echo client holds both ends of each connection in one process: 10,000
+# would pass the hard limit of 20,000 descriptors.
+ECHO_CONNECTIONS="${ECHO_CONNECTIONS:-100 1000}"
+SERVERS=(gofer:http_server tokio:peer_http_tokio hyper:peer_http_hyper may:peer_http_may)
 
 target="${CARGO_TARGET_DIR:-target}"
 out="$target/gofer-bench"
@@ -43,7 +48,7 @@ if ! command -v wrk >/dev/null 2>&1; then
 fi
 
 # --- open files --------------------------------------------------------------
-# 1,000 connections need 1,000 descriptors in wrk and as many in the server.
+# N connections need N descriptors in wrk and as many in the server.
 max_conns=0
 for c in $CONNECTIONS; do [ "$c" -gt "$max_conns" ] && max_conns=$c; done
 need=$((max_conns + 256))
@@ -57,7 +62,7 @@ fi
 
 # --- build first, so compiling does not load the machine while measuring ------
 cargo build --release --quiet \
-    --example http_server --example peer_http_tokio --example peer_http_may \
+    --example http_server --example peer_http_tokio --example peer_http_hyper --example peer_http_may \
     --example echo_server --example peer_echo_tokio --example peer_echo_may
 cargo bench --no-run --quiet --bench echo
 
@@ -109,8 +114,8 @@ echo "== HTTP: wrk on 127.0.0.1, servers with $SERVER_THREADS threads, ${DURATIO
 echo "== $(nproc) CPUs: wrk competes with the server for them; each figure measures the pair"
 echo "== load average before: $(load)"
 echo
-echo "| connections | wrk threads | server | requests/s | p99 latency | server CPU | errors | load (1 min) |"
-echo "|---:|---:|---|---:|---:|---:|---:|---:|"
+echo "| connections | wrk threads | server | requests/s | p99 latency | server CPU | CPU per request | errors | load (1 min) |"
+echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|"
 for c in $CONNECTIONS; do
     for t in $WRK_THREADS; do
         for s in "${SERVERS[@]}"; do
@@ -129,7 +134,12 @@ for c in $CONNECTIONS; do
                           /Non-2xx/ { n += $5 } END { print n + 0 }' "$log")
             cpu=$(awk -v d="$((cpu1 - cpu0))" -v hz="$hz" -v s="$DURATION" \
                 'BEGIN { printf "%.0f %%", 100 * d / hz / s }')
-            echo "| $c | $t | $name | $rps | $p99 ms | $cpu | $errors | $(cut -d' ' -f1 /proc/loadavg) |"
+            # Server CPU time over requests served: robust where req/s is
+            # not (the client shares the 2 cores).
+            served=$(awk '/requests in/ { print $1 }' "$log")
+            per=$(awk -v d="$((cpu1 - cpu0))" -v hz="$hz" -v n="$served" \
+                'BEGIN { printf "%.2f us", (n > 0 ? 1e6 * d / hz / n : 0) }')
+            echo "| $c | $t | $name | $rps | $p99 ms | $cpu | $per | $errors | $(cut -d' ' -f1 /proc/loadavg) |"
         done
     done
 done
@@ -138,4 +148,4 @@ echo "== load average after HTTP: $(load)"
 echo
 
 echo "== echo: cargo bench --bench echo"
-cargo bench --quiet --bench echo -- --threads "$SERVER_THREADS" --connections "${CONNECTIONS// /,}"
+cargo bench --quiet --bench echo -- --threads "$SERVER_THREADS" --connections "${ECHO_CONNECTIONS// /,}"
