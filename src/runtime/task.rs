@@ -624,7 +624,7 @@ pub(crate) unsafe fn suspend_parked(
 ) {
     // SAFETY: per the contract, we are `h`'s task, running.
     unsafe { h.set_wait(on, deadline) };
-    crate::coroutine::switch::suspend(crate::coroutine::switch::Suspend::Park);
+    super::direct::switch_out(crate::coroutine::switch::Suspend::Park);
 }
 
 /// Consumes a pending token from inside the task. Returns whether there
