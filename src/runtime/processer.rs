@@ -377,6 +377,8 @@ impl ProcLocal {
         };
         // `running` stays true: a task is switched in all along.
         self.count_switch(header);
+        let d = &self.p.direct_switches;
+        d.store(d.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         Some((t, ctx))
     }
 
