@@ -58,7 +58,6 @@ pub const MAX_STACK_SIZE: usize = 1 << 30;
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
 /// The size of a memory page, read once.
-#[inline]
 pub(crate) fn page_size() -> usize {
     static PAGE: AtomicUsize = AtomicUsize::new(0);
     let p = PAGE.load(Ordering::Relaxed);
@@ -182,7 +181,6 @@ impl StackMem {
 
     /// Bytes below `bottom()` that belong to this stack's mapping (the guard
     /// page), zero for a dense slot.
-    #[inline]
     fn guard_bytes(&self) -> usize {
         if self.arena.is_some() {
             0
@@ -229,27 +227,15 @@ impl StackMem {
     }
 
     /// The highest address (exclusive): where the stack starts growing down.
-    #[inline]
     pub(crate) fn top(&self) -> *mut u8 {
         // SAFETY: base + guard + size is one past the end of this stack.
         unsafe { self.base.as_ptr().add(self.guard_bytes() + self.size) }
     }
 
     /// The lowest usable address.
-    #[inline]
     pub(crate) fn bottom(&self) -> *mut u8 {
         // SAFETY: base + guard is the first usable byte of this stack.
         unsafe { self.base.as_ptr().add(self.guard_bytes()) }
-    }
-
-    /// The bytes free below the stack pointer `sp`, if `sp` is in this
-    /// stack (`bottom()..=top()`).
-    #[inline]
-    pub(crate) fn free_below(&self, sp: usize) -> Option<usize> {
-        let bottom = self.bottom() as usize;
-        (bottom..=self.top() as usize)
-            .contains(&sp)
-            .then(|| sp - bottom)
     }
 
     /// The `context` crate's view of this memory.

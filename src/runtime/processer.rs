@@ -746,6 +746,7 @@ impl ProcLocal {
                 Ok(stack) => {
                     let ctx = switch::make_context(&stack);
                     let run = t.run();
+                    run.ontop_room = ontop_room(&stack);
                     run.stack = Some(stack);
                     if std::mem::take(&mut run.fresh) {
                         slot = Some(Entry {
@@ -1289,10 +1290,17 @@ impl ProcLocal {
 /// switched into by the loop, which needs none.
 const DIRECT_HEADROOM: usize = 8 << 10;
 
+/// The saved stack pointers a direct switch may go to on `stack`
+/// (`RunState::ontop_room`): with [`DIRECT_HEADROOM`] free below them.
+fn ontop_room(stack: &StackMem) -> (usize, usize) {
+    let lo = (stack.bottom() as usize).saturating_add(DIRECT_HEADROOM);
+    (lo, stack.top() as usize)
+}
+
 /// The context to switch into `n` by, taken out of its run state, if a
 /// direct switch can go to it: it started (it has a saved context; a first
-/// run needs the loop's entry slot), its saved registers are on its own
-/// stack (not on a fiber's), and [`DIRECT_HEADROOM`] is free below them.
+/// run needs the loop's entry slot), and its saved registers are on its own
+/// stack (not on a fiber's) with [`DIRECT_HEADROOM`] free below them.
 #[inline]
 fn direct_ctx(n: &mut Runnable) -> Option<::context::Context> {
     let run = n.run();
@@ -1301,7 +1309,8 @@ fn direct_ctx(n: &mut Runnable) -> Option<::context::Context> {
     // stack pointer (see `check_dense_stack`); this copies the address
     // without using it.
     let sp = unsafe { std::mem::transmute_copy::<::context::Context, usize>(ctx) };
-    if run.stack.as_ref()?.free_below(sp)? < DIRECT_HEADROOM {
+    let (lo, hi) = run.ontop_room;
+    if sp < lo || sp > hi {
         return None;
     }
     run.ctx.take()
