@@ -374,7 +374,7 @@ mod loom_models {
     /// The order matters, and the model sees it: publishing T before its
     /// context is stored lets a thief resume a context still being written.
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "Causality violation")]
     fn publishing_before_the_store_is_caught() {
         loom::model(|| {
             let slot = Arc::new(NextSlot::<Right>::new());
