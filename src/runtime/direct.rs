@@ -99,8 +99,8 @@
 //! (which moves every task switching out), when timers are due, and at
 //! every [`NEW_QUEUE_INTERVAL`](super::processer::NEW_QUEUE_INTERVAL)th
 //! pick, which is the loop's periodic look outward (timers, readiness,
-//! remote queues, the peers' watch): at most that many direct switches in a
-//! row. A picked task that cannot be switched into directly (its first run,
+//! remote queues, the peers' watch): fewer than that many direct switches
+//! in a row. A picked task that cannot be switched into directly (its first run,
 //! which needs a stack and the loop's entry slot, or a context on a fiber's
 //! stack, or too little stack free for the filing) waits in `picked`, and
 //! the loop runs it next. Pins hold: the pick comes from our own queues,
