@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Finds thread-local accesses in functions that can switch the task out.
 
-A task can switch out inside `gofer::coroutine::switch::suspend` and resume
+A task can switch out inside `gofer::coroutine::switch::suspend` (or
+`switch_direct`, its direct switch into the next task) and resume
 on another OS thread. The compiler assumes a function runs on one thread
 from entry to return: if a function's own body computes a thread-local
 address (x86_64: an operand through `%fs:`, or a call to `__tls_get_addr`;
@@ -12,7 +13,7 @@ separate `#[inline(never)]` function that never switches itself.
 
 For each binary given, this script disassembles it with `objdump`, splits
 the listing into functions, builds the direct call graph, takes the set of
-functions that can reach `suspend` (transitively), and reports those among
+functions that can reach `suspend` or `switch_direct` (transitively), and reports those among
 them whose own body touches TLS. A function counts as gofer's when its
 demangled path is in gofer (`gofer::...`, `<gofer::T>::...`,
 `<gofer::T as Trait>::...`, `<T as gofer::Trait>::...`, closures inside
@@ -69,7 +70,12 @@ import re
 import subprocess
 import sys
 
-SWITCH_DEFAULT = "gofer::coroutine::switch::suspend"
+# The functions a task switches out through: to its Processer loop, or
+# straight into the next task (the direct switch, `runtime/direct.rs`).
+SWITCH_DEFAULT = (
+    "gofer::coroutine::switch::suspend",
+    "gofer::coroutine::switch::switch_direct",
+)
 
 # Functions that end the process: whatever they call, control never comes
 # back to their caller, so a switch inside them cannot hand a stale address
@@ -407,8 +413,8 @@ class Binary:
                     f.tls.append((addr, text))
                 f.calls.append((target, addr, text))
 
-    def check(self, switch_name, no_return, skip_edges):
-        switches = [f for f in self.funcs if base_name(f.name) == switch_name]
+    def check(self, switch_names, no_return, skip_edges):
+        switches = [f for f in self.funcs if base_name(f.name) in switch_names]
         if not switches:
             return None
         skip = {(a, b): why for a, b, why in skip_edges}
@@ -459,10 +465,11 @@ def short(name, width=160):
     return name if len(name) <= width else name[:width - 3] + "..."
 
 
-def report(b, switch_name, no_return, skip_edges, verbose):
-    res = b.check(switch_name, no_return, skip_edges)
+def report(b, switch_names, no_return, skip_edges, verbose):
+    res = b.check(switch_names, no_return, skip_edges)
     if res is None:
-        print("%s: no function named %s: not a gofer binary, or stripped" % (b.path, switch_name))
+        print("%s: no function named %s: not a gofer binary, or stripped"
+              % (b.path, " or ".join(switch_names)))
         return None
     reach, nxt, violations = res
     gofer = [f for f in violations if is_gofer_name(f.name, b.exported)]
@@ -507,8 +514,9 @@ def main():
     ap.add_argument("binaries", nargs="+", metavar="BINARY")
     ap.add_argument("--src", default=os.path.join(here, "..", "src"),
                     help="gofer's sources, for its unmangled symbols (default: %(default)s)")
-    ap.add_argument("--switch", default=SWITCH_DEFAULT,
-                    help="the function every switch-out goes through (default: %(default)s)")
+    ap.add_argument("--switch", action="append", default=[], metavar="NAME",
+                    help="a function a switch-out goes through (repeatable; default: "
+                         + ", ".join(SWITCH_DEFAULT) + ")")
     ap.add_argument("--no-return", action="append", default=[], metavar="NAME",
                     help="one more function that ends the process (calls into it are not "
                          "followed); built in: " + ", ".join(NO_RETURN_DEFAULT))
@@ -536,7 +544,7 @@ def main():
             print("check_tls_switch: %s: no such file" % path, file=sys.stderr)
             return 2
         b = Binary(path, exported)
-        n = report(b, args.switch, no_return, skip_edges, args.verbose)
+        n = report(b, tuple(args.switch) or SWITCH_DEFAULT, no_return, skip_edges, args.verbose)
         if n is None:
             return 2
         bad += n

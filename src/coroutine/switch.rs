@@ -27,9 +27,29 @@
 //! resumes on another thread would otherwise reuse the old thread's TLS
 //! address.
 //!
+//! A task may also switch straight into another suspended task, without the
+//! Processer loop in between ([`switch_direct`]): `resume_ontop` jumps to
+//! the next task's context and runs [`file_on_top`] on *its* stack first,
+//! which hands the suspending task's freshly saved context to the runtime
+//! (`runtime/direct.rs` files it), then returns into the next task with the
+//! Processer's context in the transfer, as if the loop had resumed it:
+//!
+//! ```text
+//!   task T's stack                       task N's stack
+//!   --------------                       --------------
+//!   switch_direct(N's ctx, handoff)
+//!     take the Processer's ctx (TLS)
+//!     N.resume_ontop(handoff) ---------> file_on_top(Transfer{T's ctx, handoff}):
+//!                                          copy the handoff out, then file T
+//!                                          (T may run elsewhere from here on)
+//!                                        returns Transfer{Processer ctx, 0} into
+//!                                        N's suspended switch, which saves it
+//! ```
+//!
 //! A panic never crosses a context switch: the task's closure runs inside
 //! `catch_unwind` (see `task/join.rs`), and `entry` aborts if anything still
-//! unwinds to it, since unwinding into the `extern "C"` frame is undefined.
+//! unwinds to it, since unwinding into the `extern "C"` frame is undefined;
+//! [`file_on_top`] does the same for the filing it runs.
 //!
 //! This layer knows nothing of tasks: what runs at the root of a coroutine
 //! is an [`Entry`], and what a switch out means is the [`Suspend`] reason
@@ -150,4 +170,69 @@ pub(crate) fn suspend(reason: Suspend) {
     let t = unsafe { ctx.resume(reason as usize) };
     // Possibly a different thread now: re-read its TLS (inline(never)).
     save_proc_ctx(t.context);
+}
+
+/// What a direct switch ([`switch_direct`]) hands to [`file_on_top`]. Lives
+/// on the stack of the coroutine switching out, which may be reused as soon
+/// as the filing has published that coroutine: `file_on_top` copies it out
+/// first.
+struct Handoff {
+    /// Files the coroutine that switched out (see [`switch_direct`]).
+    file: unsafe fn(usize, Context),
+    /// The argument word handed to `file`.
+    arg: usize,
+    /// The Processer loop's context, carried over to the next coroutine.
+    proc: Context,
+}
+
+/// Switches from the running task straight into the suspended task `next`,
+/// with one context switch: [`file_on_top`] runs on `next`'s stack and
+/// calls `file(arg, ctx)` with the running task's saved context `ctx`, to
+/// file it; then `next` continues as if its Processer had resumed it
+/// (module docs). `file` runs on this thread, before `next` continues, and
+/// a panic out of it is fatal.
+///
+/// Returns when a Processer, or another task's direct switch, resumes the
+/// task (possibly on another thread).
+///
+/// # Safety
+/// `next` is a suspended task context whose stack is alive, whose execution
+/// right the caller took (it runs from here on), and that is not the
+/// running task's own; `file(arg, ctx)` may be called once, on this thread,
+/// with the running task's saved context.
+#[inline(never)]
+pub(crate) unsafe fn switch_direct(next: Context, file: unsafe fn(usize, Context), arg: usize) {
+    let mut hand = Handoff {
+        file,
+        arg,
+        proc: take_proc_ctx(),
+    };
+    // SAFETY: per the contract, `next` may be resumed; `hand` stays alive
+    // on our stack until `file_on_top` has copied it out, before it files
+    // us (nobody resumes us before that).
+    let t = unsafe { next.resume_ontop(&mut hand as *mut Handoff as usize, file_on_top) };
+    // Possibly a different thread now: re-read its TLS (inline(never)).
+    save_proc_ctx(t.context);
+}
+
+/// Runs on the next task's stack at a direct switch (see [`switch_direct`]):
+/// files the task that switched out, then hands the next task the
+/// Processer's context. Must not unwind: this frame returns into the next
+/// task's suspended switch, not into any caller that could catch it.
+extern "C" fn file_on_top(t: Transfer) -> Transfer {
+    // SAFETY: `data` is the address of the Handoff on the stack of the task
+    // that switched out, which is suspended and unfiled: nobody else reads
+    // or writes it until `file` below publishes that task. It is copied out
+    // before.
+    let Handoff { file, arg, proc } = unsafe { std::ptr::read(t.data as *const Handoff) };
+    // SAFETY: the caller of `switch_direct` vouches for `file` and `arg`;
+    // called once, on the thread of the switch, with the switched-out
+    // task's context.
+    let run = std::panic::AssertUnwindSafe(move || unsafe { file(arg, t.context) });
+    if std::panic::catch_unwind(run).is_err() {
+        super::overflow::fatal("a panic escaped the filing of a task at a direct switch");
+    }
+    // Data 0: an even word, as every resume passes (a dump's walk frame on
+    // top of the next task returns it to the task's switch; `debug/walk.rs`).
+    Transfer::new(proc, 0)
 }

@@ -21,9 +21,10 @@
 //! The task's context is now `ctx'`, inside `walk_on_top`, and is stored
 //! back in place of `ctx` (with `RunState::in_walk` set). When a Processer
 //! resumes the task later, with the pointer-sized word every resume passes
-//! (even, since it is a pointer to a slot on the Processer's stack),
-//! `walk_on_top` returns that transfer to the task's suspended switch, which
-//! carries on as if resumed directly. A second dump of the same parked task
+//! (even: a pointer to a slot on the Processer's stack, or 0 from a direct
+//! switch's on-top function, `switch::file_on_top`, which runs on top of
+//! this frame and returns into it), `walk_on_top` returns that transfer to
+//! the task's suspended switch, which carries on as if resumed directly. A second dump of the same parked task
 //! resumes `walk_on_top` with an odd word (its job's address, tagged) and it
 //! walks again, so repeated dumps do not stack frames.
 //!

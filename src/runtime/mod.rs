@@ -11,6 +11,7 @@
 //! | `processer.rs` | the Processer loop (`ProcLocal`): pick, switch, gc, search, sleep |
 //! | `processer_shared.rs` | the half of a Processer other threads see: queues, counters, flags |
 //! | `context.rs` | the thread-local current Processer and task; `schedule` |
+//! | `direct.rs` | the direct switch from a task to the next (protocol model-checked with loom) |
 //! | `dispatcher.rs` | sampling, blocking detection, rescue, growth |
 //! | `task.rs` | the task header, its id, and the `Runnable` token |
 //! | `park_state.rs` | the park state machine (model-checked with loom) |
@@ -27,6 +28,7 @@
 pub(crate) mod cells;
 pub(crate) mod config;
 pub(crate) mod context;
+pub(crate) mod direct;
 pub(crate) mod dispatcher;
 pub(crate) mod idle;
 pub(crate) mod io;

@@ -170,6 +170,18 @@ pub(crate) struct ProcLocal {
     switches: Cell<u64>,
     /// The task currently switched in.
     current: Cell<*const TaskHeader>,
+    /// The execution right of the task switched in now. The loop puts it
+    /// here when it switches into a task, a direct switch replaces it with
+    /// the next task's (`direct.rs`), and whichever task finally switches
+    /// back to the loop is the one the loop takes out and files.
+    switched_in: Cell<Option<Runnable>>,
+    /// A task a direct switch picked but could not switch into (its first
+    /// run needs the loop, or too little of its stack is free): the loop
+    /// runs it next, before any other pick.
+    picked: Cell<Option<Runnable>>,
+    /// Whether direct switches may happen here: not on a `block_on` caller,
+    /// not in chaos mode (see `begin_direct`).
+    direct: bool,
     /// This Processer's watch over its peers (see `watch_peers`).
     watch: RefCell<Watch>,
     /// Tasks a poll of the reactor woke, on their way to the runnable queue
@@ -215,6 +227,7 @@ impl ProcLocal {
     ) -> Self {
         let size = sched.config.stack_size;
         let table = RefCell::new((sched.processers_gen(), sched.processers_snapshot()));
+        let direct = p.kind != Kind::Caller && !sched.config.chaos;
         // Any odd seed will do; mix the slot index so neighbours diverge.
         let rng = Cell::new(
             (p.index as u64 ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xD1B5_4A32_D192_ED03) | 1,
@@ -231,6 +244,9 @@ impl ProcLocal {
             table,
             switches: Cell::new(0),
             current: Cell::new(std::ptr::null()),
+            switched_in: Cell::new(None),
+            picked: Cell::new(None),
+            direct,
             watch: RefCell::new(Watch::default()),
             woken: RefCell::new(Vec::new()),
             fired: RefCell::new(FireBufs::default()),
@@ -278,6 +294,10 @@ impl ProcLocal {
 
     /// The next task to run, from this Processer's own queues.
     fn next_task(&self) -> Option<Runnable> {
+        if let Some(t) = self.picked.take() {
+            // A direct switch's pick (it counted the tick already).
+            return Some(t);
+        }
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         if self.p.timers_due.load(Ordering::Relaxed) {
@@ -295,6 +315,14 @@ impl ProcLocal {
                 return Some(t);
             }
         }
+        self.pick_local(tick).or_else(|| self.pull_remote())
+    }
+
+    /// The pick of [`next_task`](Self::next_task) from the local queues
+    /// (the next-task slot, the runnable queue, the local pinned queue),
+    /// after its periodic look; shared with the direct switch.
+    #[inline(always)]
+    fn pick_local(&self, tick: u32) -> Option<Runnable> {
         // The next-task slot first, but not more than RUNNEXT_STREAK picks
         // in a row: two tasks waking each other through it would otherwise
         // keep the queue waiting.
@@ -310,9 +338,74 @@ impl ProcLocal {
         } else {
             self.runnable.pop().or_else(|| self.pop_pinned())
         };
-        local
-            .or_else(|| self.p.take_runnext())
-            .or_else(|| self.pull_remote())
+        local.or_else(|| self.p.take_runnext())
+    }
+
+    /// A direct switch, task side (the protocol is in `direct.rs`): runs on
+    /// the stack of the task switching out, on this Processer's thread.
+    /// Picks the next task as the loop would, and if it needs nothing from
+    /// the loop, switches it in (`switched_in`, `current`, the switch
+    /// counters, `home`) and returns the execution right of the running
+    /// task, to be filed once its context is saved, with the next task's
+    /// context to switch to. `None`: go through the loop; a task picked
+    /// that cannot be switched into directly waits in `picked` for it.
+    ///
+    /// The loop keeps control regularly: no direct switch on a `block_on`
+    /// caller (whose loop checks its condition after every task) or in
+    /// chaos mode (which moves every task switching out), nor when due
+    /// timers wait or the pick is the periodic look's (every
+    /// [`NEW_QUEUE_INTERVAL`]th), which the loop then makes. So at most
+    /// `NEW_QUEUE_INTERVAL - 1` direct switches in a row.
+    #[inline(always)]
+    pub(crate) fn begin_direct(&self) -> Option<(Runnable, ::context::Context)> {
+        if !self.direct || self.p.timers_due.load(Ordering::Relaxed) {
+            return None;
+        }
+        let tick = self.tick.get().wrapping_add(1);
+        if tick % NEW_QUEUE_INTERVAL == 0 {
+            return None; // the loop's `next_task` counts it and looks out
+        }
+        self.tick.set(tick);
+        let mut n = self.pick_local(tick)?;
+        let Some(ctx) = direct_ctx(&mut n) else {
+            self.picked.set(Some(n));
+            return None;
+        };
+        // Whatever a dump's walk left on top returns into the task.
+        n.run().in_walk = false;
+        let header = n.header().as_ptr();
+        if n.header().home.load(Ordering::Relaxed) != self.p.index {
+            n.header().home.store(self.p.index, Ordering::Relaxed);
+        }
+        let Some(t) = self.switched_in.replace(Some(n)) else {
+            crate::coroutine::overflow::fatal("a direct switch with no task switched in");
+        };
+        // `running` stays true: a task is switched in all along.
+        self.count_switch(header);
+        let d = &self.p.direct_switches;
+        d.store(d.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Some((t, ctx))
+    }
+
+    /// A direct switch, on the next task's stack: files the task that
+    /// switched out (`t`, whose context `ctx` was just saved), as the loop
+    /// would have. Must not unwind (the caller makes a panic fatal).
+    #[inline(always)]
+    pub(crate) fn end_direct(&self, t: Runnable, ctx: ::context::Context, why: Suspend) {
+        debug_assert!(why != Suspend::Done);
+        self.file(t, ctx, why);
+    }
+
+    /// Counts a switch into the task `header` (the Dispatcher's blocking
+    /// detection and the peers' watch read the shared counter) and makes it
+    /// the current task (task dumps, `context::current_task_ptr`).
+    #[inline]
+    fn count_switch(&self, header: *const TaskHeader) {
+        let n = self.switches.get() + 1;
+        self.switches.set(n);
+        self.p.switches.store(n, Ordering::Relaxed);
+        self.p.current.store(header.cast_mut(), Ordering::Relaxed);
+        self.current.set(header);
     }
 
     /// A busy Processer's look at one peer (in turns), at its periodic look
@@ -383,6 +476,7 @@ impl ProcLocal {
             .or_else(|| self.pop_pinned())
     }
 
+    #[inline]
     fn pop_pinned(&self) -> Option<Runnable> {
         self.pinned_local.borrow_mut().pop_front()
     }
@@ -670,6 +764,7 @@ impl ProcLocal {
                 Ok(stack) => {
                     let ctx = switch::make_context(&stack);
                     let run = t.run();
+                    run.ontop_room = ontop_room(&stack);
                     run.stack = Some(stack);
                     if std::mem::take(&mut run.fresh) {
                         slot = Some(Entry {
@@ -700,19 +795,31 @@ impl ProcLocal {
             t.header().set_runtime_pin(Some(self.p.index));
             self.set_bound(self.bound.get() + 1);
         }
-        let n = self.switches.get() + 1;
-        self.switches.set(n);
-        self.p.switches.store(n, Ordering::Relaxed);
         self.p.running.store(true, Ordering::Relaxed);
-        self.p.current.store(header.cast_mut(), Ordering::Relaxed);
-        self.current.set(header);
+        self.count_switch(header);
+        self.switched_in.set(Some(t));
         // SAFETY: `ctx` is the task's saved context (or a fresh one on its
-        // own stack, which RunState keeps alive), and we hold its Runnable.
-        // `slot` outlives the switch: we are suspended inside `resume` until
-        // the task switches back.
+        // own stack, which RunState keeps alive), and we hold its Runnable
+        // (in `switched_in`). `slot` outlives the switch: we are suspended
+        // inside `resume` until a task switches back.
         let (ctx, why) = unsafe { switch::resume(ctx, &mut slot as *mut EntrySlot as usize) };
+        // The task that switched back: `t`, or the last of the tasks direct
+        // switches went through after it (`direct.rs`).
+        let Some(t) = self.switched_in.take() else {
+            crate::coroutine::overflow::fatal("a task switched back with none switched in");
+        };
         self.current.set(std::ptr::null());
         self.p.running.store(false, Ordering::Relaxed);
+        self.file(t, ctx, why);
+    }
+
+    /// Files a task that switched out, with its saved context `ctx`: the
+    /// per-switch-out bookkeeping, then requeue (yield), park, or finish.
+    /// From the loop, or on the next task's stack at a direct switch. The
+    /// context is stored before the task is published (queued or parked),
+    /// so no thief or unparker can see it without.
+    #[inline(always)]
+    fn file(&self, mut t: Runnable, ctx: ::context::Context, why: Suspend) {
         if self.sched.stacks.is_dense() {
             check_dense_stack(&mut t, &ctx);
         }
@@ -1250,6 +1357,40 @@ impl ProcLocal {
             .compare_exchange(true, false, Ordering::SeqCst, Ordering::Acquire)
             .is_ok()
     }
+}
+
+/// Free stack a task needs below its saved registers for a direct switch
+/// into it: the filing of the task switching out runs there
+/// (`switch::file_on_top`, a queue push that may allocate, a park
+/// transition), with a wide margin, since running out would fault in the
+/// guard page (or damage a dense stack's neighbour). A task short of it is
+/// switched into by the loop, which needs none.
+const DIRECT_HEADROOM: usize = 8 << 10;
+
+/// The saved stack pointers a direct switch may go to on `stack`
+/// (`RunState::ontop_room`): with [`DIRECT_HEADROOM`] free below them.
+fn ontop_room(stack: &StackMem) -> (usize, usize) {
+    let lo = (stack.bottom() as usize).saturating_add(DIRECT_HEADROOM);
+    (lo, stack.top() as usize)
+}
+
+/// The context to switch into `n` by, taken out of its run state, if a
+/// direct switch can go to it: it started (it has a saved context; a first
+/// run needs the loop's entry slot), and its saved registers are on its own
+/// stack (not on a fiber's) with [`DIRECT_HEADROOM`] free below them.
+#[inline]
+fn direct_ctx(n: &mut Runnable) -> Option<::context::Context> {
+    let run = n.run();
+    let ctx = run.ctx.as_ref()?;
+    // SAFETY: `Context` is a `#[repr(C)]` wrapper of one pointer, the saved
+    // stack pointer (see `check_dense_stack`); this copies the address
+    // without using it.
+    let sp = unsafe { std::mem::transmute_copy::<::context::Context, usize>(ctx) };
+    let (lo, hi) = run.ontop_room;
+    if sp < lo || sp > hi {
+        return None;
+    }
+    run.ctx.take()
 }
 
 /// A dense stack's canary check failed: report the task and abort.

@@ -67,6 +67,9 @@ pub(crate) struct ProcesserShared {
     /// load + store: no read-modify-write on the hot path); read by the
     /// Dispatcher and stats.
     pub(crate) switches: AtomicU64,
+    /// Of `switches`, those a direct switch made (`direct.rs`). Written
+    /// only by the owner, like `switches`; read by stats.
+    pub(crate) direct_switches: AtomicU64,
     /// A task is switched in right now. Relaxed: a sample, paired with the
     /// switch counter by the Dispatcher.
     pub(crate) running: AtomicBool,
@@ -248,6 +251,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         runnext: NextSlot::new(),
         bound: AtomicUsize::new(0),
         switches: AtomicU64::new(0),
+        direct_switches: AtomicU64::new(0),
         running: AtomicBool::new(false),
         current: AtomicPtr::new(std::ptr::null_mut()),
         reported: AtomicU64::new(u64::MAX),

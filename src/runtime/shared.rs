@@ -576,6 +576,7 @@ impl Shared {
             .map(|p| ProcesserStats {
                 id: p.index,
                 switches: p.switches.load(Ordering::Relaxed),
+                direct_switches: p.direct_switches.load(Ordering::Relaxed),
                 queued: p.queued(),
                 blocked: p.blocked.load(Ordering::Relaxed),
                 running: p.running.load(Ordering::Relaxed),

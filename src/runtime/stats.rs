@@ -45,6 +45,10 @@ pub struct ProcesserStats {
     pub id: usize,
     /// Switches into tasks so far.
     pub switches: u64,
+    /// Of `switches`, those made straight from one task to the next (a
+    /// yield or park that went into the next ready task without a pass
+    /// through the Processer loop; see ARCHITECTURE.md, "Direct switch").
+    pub direct_switches: u64,
     /// Tasks waiting in its new, runnable and pinned queues.
     pub queued: usize,
     /// Marked blocked by the Dispatcher right now.

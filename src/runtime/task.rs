@@ -180,6 +180,11 @@ pub(crate) struct RunState {
     /// walk's frame, which returns into the task. A later dump resumes the
     /// walk's frame rather than stacking another on top.
     pub(crate) in_walk: bool,
+    /// The saved stack pointers a direct switch may go to, `lo..=hi`: on
+    /// the task's own stack with enough of it free below for the filing
+    /// that runs there (`processer::direct_ctx`). Set when the stack is
+    /// given; empty before.
+    pub(crate) ontop_room: (usize, usize),
 }
 
 /// The shared header of one task: the first field of its cell.
@@ -284,6 +289,7 @@ impl TaskHeader {
                 stack: None,
                 fresh: true,
                 in_walk: false,
+                ontop_room: (usize::MAX, 0),
             }),
             locals: UnsafeCell::new(LocalMap::default()),
             spawned_at,
@@ -624,7 +630,7 @@ pub(crate) unsafe fn suspend_parked(
 ) {
     // SAFETY: per the contract, we are `h`'s task, running.
     unsafe { h.set_wait(on, deadline) };
-    crate::coroutine::switch::suspend(crate::coroutine::switch::Suspend::Park);
+    super::direct::switch_out(crate::coroutine::switch::Suspend::Park);
 }
 
 /// Consumes a pending token from inside the task. Returns whether there

@@ -18,8 +18,9 @@ use std::fmt;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use crate::coroutine::switch::{suspend, Suspend};
+use crate::coroutine::switch::Suspend;
 use crate::runtime::context;
+use crate::runtime::direct::switch_out;
 use crate::runtime::task::{self, TaskHeader, TaskId, TaskRef};
 use crate::runtime::timer;
 use crate::runtime::wait::WaitOn;
@@ -190,7 +191,7 @@ pub(crate) fn unpark_header(h: &TaskRef) {
 /// tasks queued behind it from running.
 pub(crate) fn park_or_yield(h: &TaskHeader) {
     if task::take_token(h) {
-        suspend(Suspend::Yield);
+        switch_out(Suspend::Yield);
     } else {
         // SAFETY: `h` is the running task (the caller's poll loop runs on it).
         unsafe { task::suspend_parked(h, WaitOn::Future, None) };
@@ -201,7 +202,7 @@ pub(crate) fn park_or_yield(h: &TaskHeader) {
 /// Processer's queue. Outside a task, yields the thread.
 pub fn yield_now() {
     if context::current_task_ptr().is_some() {
-        suspend(Suspend::Yield);
+        switch_out(Suspend::Yield);
     } else {
         std::thread::yield_now();
     }
