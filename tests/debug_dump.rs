@@ -14,11 +14,7 @@ use gofer::debug::{Dump, TaskDump, TaskState};
 use gofer::Scheduler;
 
 fn sched(n: usize) -> Scheduler {
-    Scheduler::builder()
-        .min_threads(n)
-        .max_threads(n)
-        .build()
-        .expect("a scheduler")
+    common::fixed_scheduler(n)
 }
 
 /// The task named `name` in a dump.

@@ -15,11 +15,7 @@ use gofer::debug::TaskState;
 use gofer::{Builder, Scheduler};
 
 fn sched(n: usize) -> Scheduler {
-    Scheduler::builder()
-        .min_threads(n)
-        .max_threads(n)
-        .build()
-        .expect("a scheduler")
+    common::fixed_scheduler(n)
 }
 
 /// Chaos mode (`GOFER_CHAOS_MIGRATE=1`, a CI pass over every test) moves

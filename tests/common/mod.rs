@@ -290,3 +290,13 @@ pub fn grow_fd_table(fds: usize) {
         libc::close(top);
     }
 }
+
+/// A scheduler of exactly `n` Processers (no extra threads), default
+/// settings otherwise.
+pub fn fixed_scheduler(n: usize) -> gofer::Scheduler {
+    gofer::Scheduler::builder()
+        .min_threads(n)
+        .max_threads(n)
+        .build()
+        .expect("a scheduler")
+}
