@@ -590,7 +590,13 @@ impl Dispatcher {
         let mut tasks: Vec<Runnable> = Vec::new();
         for p in &blocked {
             let before = tasks.len();
-            steal_all(p, &mut tasks);
+            let kept = steal_all(p, &mut tasks);
+            // Pushed back as any push from another thread, then woken: the
+            // owner may have unblocked meanwhile, found its pinned queue
+            // empty (we held its tasks) and gone to sleep.
+            if !kept.is_empty() && s.push_batch_to(p, kept) {
+                s.wake_proc(p);
+            }
             p.rescued
                 .fetch_add((tasks.len() - before) as u64, Ordering::Relaxed);
         }
@@ -984,16 +990,17 @@ fn is_active(p: &ProcesserShared) -> bool {
 }
 
 /// Takes every task from `p`'s next-task slot, new and runnable queues,
-/// and the fresh tasks placed in its remote pinned queue (the rest of the
-/// pinned queues is not touched). A pinned task found in the slot (one
-/// bound to `p`, say) goes to `p`'s own pinned queue: it waits for `p`.
+/// and the fresh tasks placed in its remote pinned queue; returns the rest
+/// of that queue, which the caller pushes back (the local pinned queue is
+/// the owner's alone). A pinned task found in the slot (one bound to `p`,
+/// say) goes to `p`'s own pinned queue: it waits for `p`.
 ///
 /// Not inlined: a steal pins crossbeam's epoch through a thread-local, and
 /// the TLS check (`scripts/check_tls_switch.py`) wants no thread-local
 /// access in a function that may reach a switch, as the Dispatcher's loop
 /// does through a hooked `write` (it never switches: it is no task).
 #[inline(never)]
-fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) {
+fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) -> Vec<Runnable> {
     if let Some(t) = p.take_runnext() {
         if t.header().pin().is_some() {
             p.pinned.push(t);
@@ -1018,11 +1025,13 @@ fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) {
     // Fresh tasks another Processer placed here (`ProcLocal::place_fresh`)
     // wait in the remote pinned queue, pinned by the runtime but not bound
     // yet (they never ran): they may go, unpinned. The rest of that queue
-    // (wake-ups of tasks bound here, the user's pins) goes back, in order.
-    if p.pinned.is_empty() {
-        return;
-    }
+    // (wake-ups of tasks bound here, the user's pins) is returned, in
+    // order, for the caller to push back (behind whatever was pushed
+    // meanwhile) and wake the owner.
     let mut keep = Vec::new();
+    if p.pinned.is_empty() {
+        return keep;
+    }
     loop {
         match p.pinned.steal() {
             Steal::Success(t) => {
@@ -1039,7 +1048,5 @@ fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) {
             Steal::Empty => break,
         }
     }
-    for t in keep {
-        p.pinned.push(t);
-    }
+    keep
 }
