@@ -565,7 +565,9 @@ impl Dispatcher {
         // among the wake-ups of tasks bound there (see `steal_all`): worth a
         // look when some Processer can take them, not a new thread, since
         // most of that queue may have to stay.
-        let placed = blocked.iter().any(|p| !p.pinned.is_empty());
+        let placed = blocked
+            .iter()
+            .any(|p| p.placed.load(Ordering::Relaxed) != 0);
         if waiting == 0 && !placed {
             return;
         }
@@ -1028,8 +1030,11 @@ fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) -> Vec<Runnable> {
     // (wake-ups of tasks bound here, the user's pins) is returned, in
     // order, for the caller to push back (behind whatever was pushed
     // meanwhile) and wake the owner.
+    // Only while some are placed here: otherwise the queue holds only
+    // tasks that must stay, and would be taken out and pushed back at
+    // every cycle for as long as `p` stays blocked.
     let mut keep = Vec::new();
-    if p.pinned.is_empty() {
+    if p.placed.load(Ordering::Relaxed) == 0 || p.pinned.is_empty() {
         return keep;
     }
     loop {
@@ -1039,6 +1044,7 @@ fn steal_all(p: &ProcesserShared, out: &mut Vec<Runnable>) -> Vec<Runnable> {
                 if h.user_pin.is_none() && h.phase.load(Ordering::Relaxed) == task::PHASE_NEW {
                     // We hold its Runnable: ours to unpin.
                     h.set_runtime_pin(None);
+                    p.placed.fetch_sub(1, Ordering::Relaxed);
                     out.push(t);
                 } else {
                     keep.push(t);

@@ -790,6 +790,11 @@ impl ProcLocal {
             },
         };
         if first_run && t.header().user_pin.is_none() && !self.may_move(t.header()) {
+            if t.header().pin() == Some(self.p.index) {
+                // Placed here by another Processer (`place_fresh`): no
+                // longer waiting in our pinned queue.
+                self.p.placed.fetch_sub(1, Ordering::Relaxed);
+            }
             // Bound: from its first switch on, the task may hold addresses
             // of this thread's thread-locals (see `may_move`).
             t.header().set_runtime_pin(Some(self.p.index));
@@ -901,6 +906,7 @@ impl ProcLocal {
         // other Processer woke up. It is bound there at its first run
         // anyway; a core Processer never retires before shutdown.
         t.header().set_runtime_pin(Some(other.index));
+        other.placed.fetch_add(1, Ordering::Relaxed);
         if self.sched.push_to(&other, t) {
             self.sched.wake_proc(&other);
         }

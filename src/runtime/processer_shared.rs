@@ -63,6 +63,15 @@ pub(crate) struct ProcesserShared {
     /// mirrored (Relaxed store) for the placement of fresh tasks
     /// (`ProcLocal::place_fresh`). Relaxed: a hint.
     pub(crate) bound: AtomicUsize,
+    /// Fresh tasks other Processers placed here (`ProcLocal::place_fresh`)
+    /// that have not run yet: they wait in the pinned queue, and while
+    /// there are some, the Dispatcher's rescue of this Processer looks
+    /// through that queue for them (`dispatcher::steal_all`). Counted up by
+    /// the placer before its push, down by the owner at the task's first
+    /// run or by the rescue that takes it. Relaxed: a hint (a placement
+    /// that a retiring target re-routed leaves it one too high, which only
+    /// costs a needless look).
+    pub(crate) placed: AtomicUsize,
     /// +1 at every switch into a task. Written only by the owner (Relaxed
     /// load + store: no read-modify-write on the hot path); read by the
     /// Dispatcher and stats.
@@ -250,6 +259,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         stealer: runnable.stealer(),
         runnext: NextSlot::new(),
         bound: AtomicUsize::new(0),
+        placed: AtomicUsize::new(0),
         switches: AtomicU64::new(0),
         direct_switches: AtomicU64::new(0),
         running: AtomicBool::new(false),
