@@ -374,6 +374,12 @@ fn tasks_parked_on_sockets_and_a_processer_waiting_in_the_reactor_are_never_bloc
         }));
     }
     wait_parked(&s, "the readers park");
+    // The claim is about the time the readers spend parked: counted from
+    // here. (While 100 first runs start on a loaded machine, a Processer
+    // may be caught for real, e.g. behind a runtime lock whose holder the
+    // OS put to sleep; that is the detector doing its job, not this test's
+    // subject.)
+    let before = s.stats();
     // A task that yields for 30 block timeouts keeps the Dispatcher awake
     // and sampling, while the other Processer waits in the reactor.
     let spinner = s.spawn(|| {
@@ -387,8 +393,14 @@ fn tasks_parked_on_sockets_and_a_processer_waiting_in_the_reactor_are_never_bloc
     });
     assert!(spinner.join().unwrap() > 0);
     let st = s.stats();
-    assert_eq!(st.blocked_detections, 0, "{st:?}");
-    assert_eq!(st.threads_started, 2, "{st:?}");
+    assert_eq!(
+        st.blocked_detections, before.blocked_detections,
+        "before: {before:?}\nafter: {st:?}"
+    );
+    assert_eq!(
+        st.threads_started, before.threads_started,
+        "before: {before:?}\nafter: {st:?}"
+    );
     drop(peers);
     for r in readers {
         assert_eq!(r.join().unwrap(), 0);
