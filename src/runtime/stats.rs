@@ -31,7 +31,10 @@ pub struct Stats {
     /// Timers pending: timed waits in progress (`sleep`, `park_timeout`,
     /// the `*_timeout` operations of channels and locks) and user timers
     /// (`timer::after`, `timer::every`) that have not fired or been
-    /// cancelled. A wait that ended leaves no timer behind.
+    /// cancelled. A wait that ended leaves no timer behind, but for
+    /// sockets: one with a read or write timeout keeps one entry, shared
+    /// by its timed waits, until it fires or the socket closes (see
+    /// ARCHITECTURE.md, "Timers").
     pub timers: usize,
     /// One entry per live Processer.
     pub processers: Vec<ProcesserStats>,

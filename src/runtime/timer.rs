@@ -10,7 +10,10 @@
 //! the Processer it runs on; an entry added from elsewhere (a plain thread,
 //! an extra Processer, a `block_on` caller) goes to a core Processer chosen
 //! round-robin. A wait that ends early removes its entry by key, from
-//! whichever thread it resumes on, so it leaves nothing behind.
+//! whichever thread it resumes on, so it leaves nothing behind. Sockets
+//! are the exception: a socket keeps one entry for all its timed waits
+//! ([`Action::IoDeadline`], "Deadlines" in `io/readiness.rs`), so a server
+//! waiting with a read timeout before every request touches no heap.
 //!
 //! # Who fires
 //!
@@ -121,6 +124,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::context;
+use super::io::readiness::IoState;
 use super::shared::{find_processer, Shared};
 use super::task::{self, Runnable, TaskRef};
 use super::timer_heap::{TimerHeap, TimerKey};
@@ -163,6 +167,9 @@ pub(crate) enum Action {
     Wake(TaskRef),
     /// Run a user timer.
     Call(Arc<dyn TimerCallback>),
+    /// A socket's deadline entry, the `u64` naming which one
+    /// (`io/readiness.rs`, "Deadlines").
+    IoDeadline(Arc<IoState>, u64),
 }
 
 /// Names one entry: its queue and its key there.
@@ -417,6 +424,7 @@ impl Shared {
                         woken.extend(task::unpark(&h));
                     }
                     Action::Call(t) => t.fire(self),
+                    Action::IoDeadline(state, gen) => state.deadline_passed(self, gen, woken),
                 }
             }
         }
@@ -446,4 +454,16 @@ pub(crate) fn park_until(h: &TaskRef, deadline: Option<Instant>, on: WaitOn) {
     // Woken early or by the timer: either way the entry goes now (a no-op
     // if it fired), so a finished wait leaves nothing behind.
     h.shared.remove_timer(entry);
+}
+
+/// Parks the running task `h` until it is unparked, for a wait whose
+/// `deadline` an entry already armed elsewhere enforces (a socket's, see
+/// `io/readiness.rs`); the deadline is only recorded for task dumps. May
+/// return spuriously.
+pub(crate) fn park_covered(h: &TaskRef, deadline: Option<Instant>, on: WaitOn) {
+    if task::take_token(h) {
+        return;
+    }
+    // SAFETY: `h` is the running task (contract).
+    unsafe { task::suspend_parked(h, on, deadline) };
 }

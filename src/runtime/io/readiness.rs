@@ -41,19 +41,58 @@
 //! readers sharing it): an event wakes every waiter whose direction it
 //! serves. The ones that find nothing to do (another reader took the data)
 //! get `EAGAIN`, clear the readiness and wait again.
+//!
+//! # Deadlines: one timer entry per socket (Go's `pollDesc` timers)
+//!
+//! A server sets a read timeout once and then waits with it before every
+//! request. A timer entry per wait would be inserted into and removed from
+//! a Processer's heap at every request, for a deadline that almost never
+//! comes. Instead a socket keeps at most one entry, `armed`, and a timed
+//! waiter's node carries its own deadline. The invariant, kept under the
+//! waiters' lock:
+//!
+//! > while a node with deadline `d` is linked, the entry armed (or one
+//! > taken off its heap and about to run) fires no later than `d`.
+//!
+//! - **Linking** a node with deadline `d`: an armed entry due at or before
+//!   `d` covers it, and nothing else happens. That is the common case: the
+//!   same timeout, so each new deadline is later than the last. Otherwise
+//!   (none armed, or it is due later) the old entry is removed and one at
+//!   `d` is added (`gen` names it).
+//! - **Firing** ([`IoState::deadline_passed`], from a timer queue, outside
+//!   its lock): an entry whose `gen` is not the armed one was replaced and
+//!   does nothing. Otherwise it disarms, unparks the task of every node
+//!   whose deadline has passed, and arms again at the earliest deadline
+//!   still ahead, if any. A task it unparks finds its deadline passed and
+//!   unlinks its own node, as before; one that the reactor notified first
+//!   returns ready.
+//! - **Waking by readiness** leaves the entry alone: it fires once at its
+//!   deadline (a timeout's length after it was armed) and finds nothing to
+//!   do, or re-arms for the nodes linked since.
+//! - **Closing** removes the entry ([`IoState::close`]): a dropped socket
+//!   leaves no timer behind, and its state is not kept alive by one. After
+//!   the close every direction stays ready, so no wait links or arms again.
+//!
+//! Firing takes the waiters' lock and then a timer queue's lock (to arm
+//! again); linking takes them in the same order, and the timer side takes
+//! no waiters' lock while it holds a queue's. Only tasks of the socket's
+//! own scheduler wait here (`Registration::wait`), so the entry always
+//! lives in that scheduler's queues.
 
 use std::cell::Cell;
 use std::marker::PhantomPinned;
 use std::pin::{pin, Pin};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use parking_lot::Mutex;
 
 use super::epoll;
+use crate::runtime::shared::Shared;
 use crate::runtime::task::{self, Runnable, TaskHeader, TaskRef};
-use crate::runtime::timer::park_until;
+use crate::runtime::timer::{park_covered, Action, TimerRef};
 use crate::runtime::wait::WaitOn;
 
 pub(crate) const READABLE: u32 = 1;
@@ -134,6 +173,9 @@ struct Waiter {
     task: *const TaskHeader,
     /// The readiness bits that serve it.
     mask: u32,
+    /// When it gives up; the socket's armed entry fires no later (module
+    /// docs, "Deadlines").
+    deadline: Option<Instant>,
     /// Set, and the node unlinked, by the reactor. Under the lock.
     notified: Cell<bool>,
     prev: Cell<Option<NonNull<Waiter>>>,
@@ -145,6 +187,21 @@ struct Waiter {
 struct WaitList {
     head: Option<NonNull<Waiter>>,
     tail: Option<NonNull<Waiter>>,
+    /// The socket's one timer entry, if armed (module docs, "Deadlines").
+    armed: Option<Armed>,
+    /// Names the entries armed so far; the last one is `armed`'s.
+    gen: u64,
+}
+
+/// The timer entry armed for a socket's timed waiters.
+struct Armed {
+    /// The scheduler whose timer queue holds it (the socket's own).
+    sched: Weak<Shared>,
+    timer: TimerRef,
+    /// When it fires.
+    at: Instant,
+    /// Its [`Action::IoDeadline`] carries the same number.
+    gen: u64,
 }
 
 // SAFETY: the raw pointers name nodes that stay valid while linked (module
@@ -279,6 +336,7 @@ impl IoState {
 
     /// The socket is being closed: wake every waiter, whatever it waits for
     /// (each then finds the socket gone), and stay ready for ever.
+    /// Its timer entry, if armed, is removed.
     pub(crate) fn close(&self) {
         let mut woken = Vec::new();
         self.deliver(
@@ -288,13 +346,84 @@ impl IoState {
         for r in woken {
             crate::runtime::context::schedule(r);
         }
+        let armed = self.waiters.lock().armed.take();
+        if let Some((sched, a)) = armed.and_then(|a| Some((a.sched.upgrade()?, a))) {
+            // Outside the waiters' lock; the entry's reference to this
+            // state is not the last (the caller holds one).
+            sched.remove_timer(a.timer);
+        }
+    }
+
+    /// Makes sure an entry fires no later than `d` for a node just linked
+    /// (module docs, "Deadlines"). Under the waiters' lock (`list`).
+    fn cover(self: &Arc<Self>, list: &mut WaitList, sched: &Arc<Shared>, d: Instant) {
+        if let Some(a) = &list.armed {
+            if a.at <= d {
+                return;
+            }
+        }
+        if let Some(old) = list.armed.take() {
+            // Due after `d`: replaced. Its reference to this state is not
+            // the last (the caller holds one), so the removal frees nothing
+            // under the lock but the entry.
+            sched.remove_timer(old.timer);
+        }
+        list.gen += 1;
+        let timer = sched.add_timer(d, Action::IoDeadline(self.clone(), list.gen));
+        list.armed = Some(Armed {
+            sched: Arc::downgrade(sched),
+            timer,
+            at: d,
+            gen: list.gen,
+        });
+    }
+
+    /// Timer side: the entry `gen` came due. Unless it was replaced, it is
+    /// disarmed, the tasks whose deadline passed are unparked onto `woken`,
+    /// and the earliest deadline still ahead is armed (module docs,
+    /// "Deadlines").
+    pub(crate) fn deadline_passed(
+        self: &Arc<Self>,
+        sched: &Arc<Shared>,
+        gen: u64,
+        woken: &mut Vec<Runnable>,
+    ) {
+        let mut list = self.waiters.lock();
+        if list.armed.as_ref().map(|a| a.gen) != Some(gen) {
+            return; // replaced by an earlier one, or removed
+        }
+        list.armed = None;
+        let now = Instant::now();
+        let mut ahead: Option<Instant> = None;
+        let mut at = list.head;
+        while let Some(node) = at {
+            // SAFETY: linked nodes are valid while we hold the lock.
+            let w = unsafe { node.as_ref() };
+            at = w.next.get();
+            match w.deadline {
+                Some(d) if d <= now => {
+                    // Left linked: the task unlinks its own node when it
+                    // sees its deadline passed (or the reactor notifies it
+                    // first). SAFETY: linked, under the lock we hold, so
+                    // its task is in `wait` and its header is alive.
+                    if let Some(r) = unsafe { task::unpark_raw(w.task) } {
+                        woken.push(r);
+                    }
+                }
+                Some(d) => ahead = Some(ahead.map_or(d, |a| a.min(d))),
+                None => {}
+            }
+        }
+        if let Some(d) = ahead {
+            self.cover(&mut list, sched, d);
+        }
     }
 
     /// Task side: parks the running task `task` until the readiness serves
     /// `interest`, or until `deadline`. May return `Ok` spuriously (callers
     /// retry their syscall).
     pub(crate) fn wait(
-        &self,
+        self: &Arc<Self>,
         task: &TaskRef,
         interest: Interest,
         deadline: Option<Instant>,
@@ -307,6 +436,7 @@ impl IoState {
         let node = pin!(Waiter {
             task: task.as_ptr(),
             mask: interest.mask(),
+            deadline,
             notified: Cell::new(false),
             prev: Cell::new(None),
             next: Cell::new(None),
@@ -322,6 +452,9 @@ impl IoState {
             // SAFETY: pinned in this frame and not linked; the guard below
             // unlinks it on every way out where the reactor did not.
             unsafe { list.push(ptr) };
+            if let Some(d) = deadline {
+                self.cover(&mut list, &task.shared, d);
+            }
         }
         let guard = Enrolled {
             state: self,
@@ -336,7 +469,8 @@ impl IoState {
                     Err(TimedOut)
                 };
             }
-            park_until(task, deadline, on);
+            // The socket's entry fires by the deadline (linked above).
+            park_covered(task, deadline, on);
             let notified = {
                 let _list = self.waiters.lock();
                 node.notified.get()
