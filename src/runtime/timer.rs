@@ -124,7 +124,6 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::context;
-use super::io::readiness::IoState;
 use super::shared::{find_processer, Shared};
 use super::task::{self, Runnable, TaskRef};
 use super::timer_heap::{TimerHeap, TimerKey};
@@ -169,7 +168,17 @@ pub(crate) enum Action {
     Call(Arc<dyn TimerCallback>),
     /// A socket's deadline entry, the `u64` naming which one
     /// (`io/readiness.rs`, "Deadlines").
-    IoDeadline(Arc<IoState>, u64),
+    IoDeadline(Arc<dyn DeadlineWaiters>, u64),
+}
+
+/// The timed waiters of a socket, seen from the runtime: they share one
+/// entry (`io/readiness.rs`, "Deadlines"). A trait, so that the timers
+/// need not know the IO layer.
+pub(crate) trait DeadlineWaiters: Send + Sync {
+    /// Entry `gen` came due and was taken off its queue: wake the waiters
+    /// whose deadline passed (their tasks onto `woken`), and arm again for
+    /// the others. Called outside any timer queue's lock.
+    fn deadline_passed(self: Arc<Self>, sched: &Arc<Shared>, gen: u64, woken: &mut Vec<Runnable>);
 }
 
 /// Names one entry: its queue and its key there.

@@ -59,7 +59,7 @@
 //!   same timeout, so each new deadline is later than the last. Otherwise
 //!   (none armed, or it is due later) the old entry is removed and one at
 //!   `d` is added (`gen` names it).
-//! - **Firing** ([`IoState::deadline_passed`], from a timer queue, outside
+//! - **Firing** (`IoState::deadline_passed`, from a timer queue, outside
 //!   its lock): an entry whose `gen` is not the armed one was replaced and
 //!   does nothing. Otherwise it disarms, unparks the task of every node
 //!   whose deadline has passed, and arms again at the earliest deadline
@@ -92,7 +92,7 @@ use parking_lot::Mutex;
 use super::epoll;
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{self, Runnable, TaskHeader, TaskRef};
-use crate::runtime::timer::{park_covered, Action, TimerRef};
+use crate::runtime::timer::{park_covered, Action, DeadlineWaiters, TimerRef};
 use crate::runtime::wait::WaitOn;
 
 pub(crate) const READABLE: u32 = 1;
@@ -377,17 +377,14 @@ impl IoState {
             gen: list.gen,
         });
     }
+}
 
+impl DeadlineWaiters for IoState {
     /// Timer side: the entry `gen` came due. Unless it was replaced, it is
     /// disarmed, the tasks whose deadline passed are unparked onto `woken`,
     /// and the earliest deadline still ahead is armed (module docs,
     /// "Deadlines").
-    pub(crate) fn deadline_passed(
-        self: &Arc<Self>,
-        sched: &Arc<Shared>,
-        gen: u64,
-        woken: &mut Vec<Runnable>,
-    ) {
+    fn deadline_passed(self: Arc<Self>, sched: &Arc<Shared>, gen: u64, woken: &mut Vec<Runnable>) {
         let mut list = self.waiters.lock();
         if list.armed.as_ref().map(|a| a.gen) != Some(gen) {
             return; // replaced by an earlier one, or removed
@@ -418,7 +415,9 @@ impl IoState {
             self.cover(&mut list, sched, d);
         }
     }
+}
 
+impl IoState {
     /// Task side: parks the running task `task` until the readiness serves
     /// `interest`, or until `deadline`. May return `Ok` spuriously (callers
     /// retry their syscall).
