@@ -65,6 +65,7 @@ use std::time::{Duration, Instant};
 use crossbeam_deque::{Steal, Worker};
 
 use super::context;
+use super::dispatcher;
 use super::io::{Poller, BUSY_POLL};
 use super::live::{self, ShardOwner};
 use super::processer_shared::{drain_injector, Kind, ProcesserShared};
@@ -276,10 +277,18 @@ impl ProcLocal {
             return;
         }
         let t = match how {
-            Push::Next => match self.p.put_runnext(t) {
-                Some(displaced) => displaced,
-                None => return, // nothing a thief could take was added
-            },
+            Push::Next => {
+                let movable = t.header().pin().is_none();
+                let displaced = self.p.put_runnext(t);
+                if movable {
+                    // `put_runnext` marked the slot's task movable first.
+                    dispatcher::work_queued(&self.sched, &self.p);
+                }
+                match displaced {
+                    Some(displaced) => displaced,
+                    None => return, // nothing a thief could take was added
+                }
+            }
             Push::Queued | Push::Quiet => t,
         };
         if t.header().pin().is_some() {
@@ -287,6 +296,7 @@ impl ProcLocal {
             return;
         }
         self.runnable.push(t);
+        dispatcher::work_queued(&self.sched, &self.p);
         if how != Push::Quiet {
             self.sched.wake_idle_for_local_work();
         }
@@ -908,6 +918,7 @@ impl ProcLocal {
         t.header().set_runtime_pin(Some(other.index));
         other.placed.fetch_add(1, Ordering::Relaxed);
         if self.sched.push_to(&other, t) {
+            dispatcher::work_queued(&self.sched, &other);
             self.sched.wake_proc(&other);
         }
         None

@@ -59,6 +59,11 @@ pub(crate) struct ProcesserShared {
     /// Processer's work (idle thieves leave it: it runs in a moment). The
     /// protocol, model-checked, is in `next_slot.rs`.
     pub(crate) runnext: NextSlot<Runnable>,
+    /// Whether the task last put in the next-task slot may move (is not
+    /// pinned): with `runnext.is_occupied()`, a hint for the Dispatcher
+    /// (`dispatcher.rs`, "Nothing to rescue"). Written by the owner at each
+    /// put, Relaxed; stale only while the slot changes hands.
+    pub(crate) runnext_movable: AtomicBool,
     /// Live tasks bound here at their first run: the owner's count,
     /// mirrored (Relaxed store) for the placement of fresh tasks
     /// (`ProcLocal::place_fresh`). Relaxed: a hint.
@@ -159,6 +164,8 @@ impl ProcesserShared {
 
     /// Puts `t` in the next-task slot; returns the task it displaced.
     pub(crate) fn put_runnext(&self, t: Runnable) -> Option<Runnable> {
+        self.runnext_movable
+            .store(t.header().pin().is_none(), Ordering::Relaxed);
         self.runnext.put(t)
     }
 
@@ -258,6 +265,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         pinned: Injector::new(),
         stealer: runnable.stealer(),
         runnext: NextSlot::new(),
+        runnext_movable: AtomicBool::new(false),
         bound: AtomicUsize::new(0),
         placed: AtomicUsize::new(0),
         switches: AtomicU64::new(0),

@@ -6,6 +6,7 @@
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
+use super::dispatcher;
 use super::processer_shared::{self, Kind, ProcesserShared};
 use super::shared::{find_processer, Shared};
 use super::task::Runnable;
@@ -89,11 +90,13 @@ impl Shared {
         target: &ProcesserShared,
         tasks: impl IntoIterator<Item = Runnable>,
     ) -> bool {
+        let mut movable = false;
         for r in tasks {
             if r.header().pin().is_some() {
                 target.pinned.push(r);
             } else {
                 target.new.push(r);
+                movable = true;
             }
         }
         // Pairs with the SeqCst store of `retired` (and of `sleeping`): either
@@ -106,6 +109,9 @@ impl Shared {
                 self.push_remote(t);
             }
             return false;
+        }
+        if movable {
+            dispatcher::work_queued(self, target);
         }
         true
     }
