@@ -104,7 +104,12 @@
 //! were 7 % of the server's CPU (about 25 us each under load, 3,000 a
 //! second; `perf` at 1,000 HTTP connections). So while no awake Processer
 //! has movable work queued at the sample, the period backs off up to
-//! [`BACKOFF_NOTHING_QUEUED`] intervals (3.2 ms at the defaults), and
+//! [`BACKOFF_NOTHING_QUEUED`] intervals (3.2 ms at the defaults), even
+//! while some Processer is a suspect (on 2 cores a server's threads are
+//! preempted by its clients thousands of times a second, and each
+//! preemption longer than a sample made a suspect: three cycles in four
+//! at 1,000 echo connections had one, and each put the period back to
+//! the base interval), and
 //! whoever queues movable work on a Processer that runs a task while the
 //! Dispatcher naps that long ends the nap ([`work_queued`]: a spawn, a
 //! wake-up of an unbound task, a remote push, a placement). The Dispatcher
@@ -284,6 +289,13 @@ pub(crate) fn work_queued(shared: &Shared, p: &ProcesserShared) {
     }
 }
 
+/// Whether the Dispatcher naps long: nothing movable was queued at its
+/// last sample (a peer's report of a Processer with nothing movable
+/// queued would only cut the nap short for nothing).
+pub(crate) fn naps_long(shared: &Shared) -> bool {
+    shared.dispatch.long_nap.load(Ordering::Relaxed)
+}
+
 #[cold]
 fn end_long_nap(d: &DispatchState) {
     d.long_nap.store(false, Ordering::Relaxed);
@@ -447,11 +459,13 @@ impl Dispatcher {
             self.cover_timers_and_io(&procs, interval);
             // While every running task switches between samples, back off
             // (doubling, up to BACKOFF_MAX times the base, BACKOFF_WATCHED
-            // while busy peers watch every running Processer); at the first
-            // suspect or a peer's alert, sample at the base interval again.
+            // while busy peers watch every running Processer); at a peer's
+            // alert, or a suspect while movable work waits, sample at the
+            // base interval again.
             // And up to BACKOFF_NOTHING_QUEUED while no awake Processer
-            // has movable work queued (see "Nothing to rescue").
-            interval = if any_suspect || alerted {
+            // has movable work queued, suspects or not (see "Nothing to
+            // rescue").
+            interval = if alerted || (any_suspect && any_movable) {
                 base
             } else {
                 let most = if !any_movable {
@@ -532,10 +546,7 @@ impl Dispatcher {
             let running = p.running.load(Ordering::Relaxed);
             any_running |= running;
             if !any_movable && !p.sleeping.load(Ordering::Relaxed) {
-                any_movable = !p.new.is_empty()
-                    || !p.stealer.is_empty()
-                    || (p.runnext.is_occupied() && p.runnext_movable.load(Ordering::Relaxed))
-                    || p.placed.load(Ordering::Relaxed) != 0;
+                any_movable = p.has_movable();
             }
             // A watcher switched fast enough since the last sample, and is
             // not asleep or blocked now (either would stop its looks).

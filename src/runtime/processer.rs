@@ -457,9 +457,13 @@ impl ProcLocal {
         match w.seen[i] {
             Some((seen, since)) if seen == switches => {
                 let after = super::dispatcher::watch_after(&self.sched.config);
+                // While the Dispatcher naps long, a peer with nothing
+                // movable queued is not worth waking it for: queuing some
+                // there ends the nap (`dispatcher::work_queued`).
                 if now.saturating_duration_since(since) >= after
                     && q.reported.load(Ordering::Relaxed) != switches
                     && !q.blocked.load(Ordering::Relaxed)
+                    && (!dispatcher::naps_long(&self.sched) || q.has_movable())
                 {
                     super::dispatcher::alert(&self.sched, q, switches);
                 }

@@ -157,6 +157,17 @@ impl ProcesserShared {
         self.new.len() + self.stealer.len() + self.pinned.len() + next
     }
 
+    /// Whether work that a rescue could move waits here: its new queue,
+    /// runnable queue, a movable task in the next-task slot, or tasks
+    /// placed here (`dispatcher.rs`, "Nothing to rescue"). A hint, read
+    /// from other threads.
+    pub(crate) fn has_movable(&self) -> bool {
+        !self.new.is_empty()
+            || !self.stealer.is_empty()
+            || (self.runnext.is_occupied() && self.runnext_movable.load(Ordering::Relaxed))
+            || self.placed.load(Ordering::Relaxed) != 0
+    }
+
     /// Takes the task out of the next-task slot, if there is one.
     pub(crate) fn take_runnext(&self) -> Option<Runnable> {
         self.runnext.take()
