@@ -104,7 +104,7 @@
 //! were 7 % of the server's CPU (about 25 us each under load, 3,000 a
 //! second; `perf` at 1,000 HTTP connections). So while no awake Processer
 //! has movable work queued at the sample, the period backs off up to
-//! [`BACKOFF_NOTHING_QUEUED`] intervals (3.2 ms at the defaults), even
+//! [`NOTHING_QUEUED_NAP`] (3.2 ms, 32 intervals at the defaults), even
 //! while some Processer is a suspect (on 2 cores a server's threads are
 //! preempted by its clients thousands of times a second, and each
 //! preemption longer than a sample made a suspect: three cycles in four
@@ -156,9 +156,13 @@ const BACKOFF_MAX: u32 = 4;
 /// ... and to this many while every running Processer is watched by a busy
 /// peer (see "Peers watch each other" in the module docs).
 const BACKOFF_WATCHED: u32 = 8;
-/// ... and to this many while, at the sample, no Processer that is awake
-/// has work queued that a rescue could move (see "Nothing to rescue" in the
-/// module docs).
+/// ... and to at most this long while, at the sample, no Processer that is
+/// awake has work queued that a rescue could move (see "Nothing to rescue"
+/// in the module docs): 32 intervals at the default interval. Never less
+/// than `BACKOFF_MAX` intervals: with a dispatch interval of 800 us or more
+/// the rule changes nothing.
+const NOTHING_QUEUED_NAP: Duration = Duration::from_micros(3200);
+/// ... and to at most this many intervals for it.
 const BACKOFF_NOTHING_QUEUED: u32 = 32;
 /// A Processer counts as a watcher when it passes its watch point (every
 /// `NEW_QUEUE_INTERVAL`th pick) at least once per this much time.
@@ -462,27 +466,30 @@ impl Dispatcher {
             // while busy peers watch every running Processer); at a peer's
             // alert, or a suspect while movable work waits, sample at the
             // base interval again.
-            // And up to BACKOFF_NOTHING_QUEUED while no awake Processer
-            // has movable work queued, suspects or not (see "Nothing to
-            // rescue").
-            interval = if alerted || (any_suspect && any_movable) {
+            // And up to NOTHING_QUEUED_NAP while no awake Processer has
+            // movable work queued, suspects or not (see "Nothing to
+            // rescue"), when that is longer than BACKOFF_MAX intervals.
+            let short_most = base.saturating_mul(BACKOFF_MAX);
+            let long_most = base
+                .saturating_mul(BACKOFF_NOTHING_QUEUED)
+                .min(NOTHING_QUEUED_NAP);
+            let nothing_to_rescue = !any_movable && long_most > short_most;
+            interval = if alerted || (any_suspect && !nothing_to_rescue) {
                 base
             } else {
-                let most = if !any_movable {
-                    BACKOFF_NOTHING_QUEUED
-                } else if all_watched {
-                    BACKOFF_WATCHED
+                let mut most = if all_watched {
+                    base.saturating_mul(BACKOFF_WATCHED)
                 } else {
-                    BACKOFF_MAX
+                    short_most
                 };
-                interval.saturating_mul(2).min(base.saturating_mul(most))
+                if nothing_to_rescue {
+                    most = most.max(long_most);
+                }
+                interval.saturating_mul(2).min(most)
             };
             let d = &self.shared.dispatch;
             d.backed_off.store(interval > base, Ordering::Relaxed);
-            d.long_nap.store(
-                interval > base.saturating_mul(BACKOFF_MAX),
-                Ordering::Relaxed,
-            );
+            d.long_nap.store(interval > short_most, Ordering::Relaxed);
             // Park while everything sleeps; otherwise sample again after
             // one interval.
             if any_running || !self.deep_sleep(&procs) {
