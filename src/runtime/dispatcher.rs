@@ -119,7 +119,10 @@
 //! queued behind it is caught up to 3.2 ms later (the `blocked` mark then
 //! only routes later wake-ups elsewhere, and those end the nap), and the
 //! timers of a Processer stuck in one long task are fired for it up to
-//! 3.2 ms later. The hog rule's `block_timeout` (10 ms) is unchanged. A
+//! 3.2 ms later. Nor does it nap long while nobody looks after the reactor
+//! (nobody waits in it, and nobody polled it for [`IO_COVERED_WITHIN`]):
+//! then its own poll may be what delivers readiness. The hog rule's
+//! `block_timeout` (10 ms) is unchanged. A
 //! push that races the decision to nap long (queued after the sample, seen
 //! by the pusher before `long_nap` is set) can go unnoticed for one nap:
 //! the pushers take no fence for it, since the local spawn path is the
@@ -164,6 +167,11 @@ const BACKOFF_WATCHED: u32 = 8;
 const NOTHING_QUEUED_NAP: Duration = Duration::from_micros(3200);
 /// ... and to at most this many intervals for it.
 const BACKOFF_NOTHING_QUEUED: u32 = 32;
+/// ... and only while the reactor is looked after: a Processer waits in
+/// it, or one polled it within this time (busy Processers poll every 61st
+/// pick). Otherwise the Dispatcher's own poll may be the one that delivers
+/// readiness (`cover_timers_and_io`), and must not wait a long nap.
+const IO_COVERED_WITHIN: Duration = Duration::from_millis(1);
 /// A Processer counts as a watcher when it passes its watch point (every
 /// `NEW_QUEUE_INTERVAL`th pick) at least once per this much time.
 const WATCH_PERIOD: Duration = Duration::from_micros(50);
@@ -473,7 +481,11 @@ impl Dispatcher {
             let long_most = base
                 .saturating_mul(BACKOFF_NOTHING_QUEUED)
                 .min(NOTHING_QUEUED_NAP);
-            let nothing_to_rescue = !any_movable && long_most > short_most;
+            let io_uncovered = self
+                .shared
+                .reactor_with_sources()
+                .is_some_and(|r| !r.has_blocking_poller() && r.polled_before(IO_COVERED_WITHIN));
+            let nothing_to_rescue = !any_movable && !io_uncovered && long_most > short_most;
             interval = if alerted || (any_suspect && !nothing_to_rescue) {
                 base
             } else {

@@ -54,8 +54,9 @@
 //! > while a node with deadline `d` is linked, the entry armed (or one
 //! > taken off its heap and about to run) fires no later than `d`.
 //!
-//! - **Linking** a node with deadline `d`: an armed entry due at or before
-//!   `d` covers it, and nothing else happens. That is the common case: the
+//! - **Linking** a node with deadline `d` (armed first, then linked, under
+//!   one hold of the lock): an armed entry due at or before `d` covers it,
+//!   and nothing else happens. That is the common case: the
 //!   same timeout, so each new deadline is later than the last. Otherwise
 //!   (none armed, or it is due later) the old entry is removed and one at
 //!   `d` is added (`gen` names it).
@@ -354,7 +355,8 @@ impl IoState {
         }
     }
 
-    /// Makes sure an entry fires no later than `d` for a node just linked
+    /// Makes sure an entry fires no later than `d`, for a node about to be
+    /// linked, or still linked after its entry fired
     /// (module docs, "Deadlines"). Under the waiters' lock (`list`).
     fn cover(self: &Arc<Self>, list: &mut WaitList, sched: &Arc<Shared>, d: Instant) {
         if let Some(a) = &list.armed {
@@ -448,12 +450,15 @@ impl IoState {
             if self.readiness(interest).is_ready() {
                 return Ok(());
             }
-            // SAFETY: pinned in this frame and not linked; the guard below
-            // unlinks it on every way out where the reactor did not.
-            unsafe { list.push(ptr) };
+            // Armed before the node is linked: an entry that finds no node
+            // only disarms, and should arming unwind, no node of this frame
+            // is left in the list.
             if let Some(d) = deadline {
                 self.cover(&mut list, &task.shared, d);
             }
+            // SAFETY: pinned in this frame and not linked; the guard below
+            // unlinks it on every way out where the reactor did not.
+            unsafe { list.push(ptr) };
         }
         let guard = Enrolled {
             state: self,
