@@ -279,7 +279,7 @@ impl ProcLocal {
         let t = match how {
             Push::Next => {
                 let movable = t.header().pin().is_none();
-                let displaced = self.p.put_runnext(t);
+                let displaced = self.p.put_runnext(t, movable);
                 if movable {
                     // `put_runnext` marked the slot's task movable first.
                     dispatcher::work_queued(&self.sched, &self.p);

@@ -174,9 +174,9 @@ impl ProcesserShared {
     }
 
     /// Puts `t` in the next-task slot; returns the task it displaced.
-    pub(crate) fn put_runnext(&self, t: Runnable) -> Option<Runnable> {
-        self.runnext_movable
-            .store(t.header().pin().is_none(), Ordering::Relaxed);
+    /// `movable`: `t` is not pinned (the caller has looked already).
+    pub(crate) fn put_runnext(&self, t: Runnable, movable: bool) -> Option<Runnable> {
+        self.runnext_movable.store(movable, Ordering::Relaxed);
         self.runnext.put(t)
     }
 

@@ -446,15 +446,10 @@ impl Shared {
 ///
 /// `h` is the running task; `on` names what it waits for (task dumps).
 pub(crate) fn park_until(h: &TaskRef, deadline: Option<Instant>, on: WaitOn) {
-    if task::take_token(h) {
-        return;
-    }
     let Some(deadline) = deadline else {
-        // SAFETY: `h` is the running task (contract).
-        unsafe { task::suspend_parked(h, on, None) };
-        return;
+        return park_covered(h, None, on);
     };
-    if deadline <= Instant::now() {
+    if task::take_token(h) || deadline <= Instant::now() {
         return;
     }
     let entry = h.shared.add_timer(deadline, Action::Wake(h.clone()));
