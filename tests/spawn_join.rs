@@ -29,14 +29,13 @@ fn spawn_and_join_100k_tasks_with_correct_results() {
     for (i, h) in handles.into_iter().enumerate() {
         assert_eq!(h.join().expect("task returned"), i as u64 * 3 + 1);
     }
-    // A joined task is accounted as completed only once it has switched out
-    // for the last time, a moment after its result was published.
-    wait_until("every task is accounted as completed", || {
-        s.stats().completed == N
+    // A joined task leaves the alive count once its Processer has freed it,
+    // a moment after its result was published (and counted as completed).
+    wait_until("every task is accounted as completed and freed", || {
+        let st = s.stats();
+        st.completed == N && st.alive == 0
     });
-    let st = s.stats();
-    assert_eq!(st.spawned, N);
-    assert_eq!(st.alive, 0);
+    assert_eq!(s.stats().spawned, N);
     s.shutdown();
 }
 
@@ -495,4 +494,61 @@ fn results_are_dropped_exactly_once_when_handles_race_the_tasks() {
     s.shutdown();
     assert_eq!(joined, (0..N).filter(|i| i % 3 == 1).count());
     assert_eq!(drops.load(Ordering::SeqCst), N, "one drop per result");
+}
+
+// ------------------------------------------------- spawning from other threads
+
+/// A thread keeps a copy of the Processer table it pushed through last: one
+/// thread spawning into two schedulers in turn must reach each one's own
+/// Processers every time, and so must a third scheduler built after the
+/// first is gone (its table may sit at the freed one's address).
+#[test]
+fn one_thread_spawning_into_schedulers_in_turn_reaches_each_ones_processers() {
+    let a = sched("turn-a", 2);
+    let b = sched("turn-b", 1);
+    for round in 0..200 {
+        let on_a = a.spawn(thread_name).join().expect("ran on a");
+        let on_b = b.spawn(thread_name).join().expect("ran on b");
+        assert!(on_a.starts_with("turn-a-"), "round {round}: {on_a}");
+        assert!(on_b.starts_with("turn-b-"), "round {round}: {on_b}");
+    }
+    a.shutdown();
+    drop(a);
+    let c = sched("turn-c", 2);
+    for round in 0..200 {
+        let on_c = c.spawn(thread_name).join().expect("ran on c");
+        let on_b = b.spawn(thread_name).join().expect("ran on b");
+        assert!(on_c.starts_with("turn-c-"), "round {round}: {on_c}");
+        assert!(on_b.starts_with("turn-b-"), "round {round}: {on_b}");
+    }
+    c.shutdown();
+    b.shutdown();
+}
+
+thread_local! {
+    /// A channel end that a thread-local destructor drops.
+    static SENDER: std::cell::RefCell<Option<gofer::chan::Sender<u32>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A wake-up made by a thread-local destructor, while the thread's
+/// thread-locals are being torn down (possibly after the runtime's own),
+/// reaches the parked task: here the last sender, dropped by a destructor,
+/// disconnects a receiver parked on a Processer.
+#[test]
+fn a_wake_up_from_a_thread_local_destructor_reaches_the_parked_task() {
+    let s = sched("tls-dtor", 2);
+    let (tx, rx) = gofer::chan::unbounded::<u32>();
+    let receiver = s.spawn(move || rx.recv());
+    let spawner = s.clone();
+    std::thread::spawn(move || {
+        // Registered before the thread's first push, so destroyed after the
+        // runtime's thread-locals (destructors run in reverse order).
+        SENDER.with(|c| *c.borrow_mut() = Some(tx));
+        spawner.spawn(|| ()).join().expect("ran");
+    })
+    .join()
+    .expect("the thread exits cleanly");
+    assert!(receiver.join().expect("returned").is_err(), "disconnected");
+    s.shutdown();
 }

@@ -1019,7 +1019,6 @@ impl ProcLocal {
 
     /// Accounts a finished task and files it in the gc queue.
     fn finish(&self, t: Runnable) {
-        self.sched.task_finished();
         let mut gc = self.gc.borrow_mut();
         gc.push(t);
         if gc.len() >= GC_BATCH {
@@ -1036,6 +1035,10 @@ impl ProcLocal {
         if batch.is_empty() {
             return;
         }
+        // Off the alive count first, one update for the batch (a line every
+        // spawner writes too), and before any cell is dropped: a destructor
+        // that waits for the count (a shutdown) finds these gone already.
+        self.sched.tasks_finished(batch.len());
         // Out of the registry of live tasks, under one lock per shard,
         // before the Runnables go (`live.rs`).
         live::unregister_batch(&mut batch);

@@ -3,24 +3,91 @@
 //! Processer's remote queues, and the wake-up policy (Go's `wakep`). The
 //! counters and the sleepers stack it relies on are in `idle.rs`.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use super::dispatcher;
 use super::processer_shared::{self, Kind, ProcesserShared};
-use super::shared::{find_processer, Shared};
+use super::shared::{find_processer, Shared, Table};
 use super::task::Runnable;
 
 /// Usable Processers the round-robin step of a remote push looks at, at
 /// most, for an awake one before it settles for a sleeping one.
 const AWAKE_TRIES: usize = 8;
 
+/// A pushing thread's copy of the Processer table it pushed through last,
+/// and its round-robin cursor.
+///
+/// Every spawn from outside the Processers goes through `push_remote`, and
+/// taking the table there meant a read lock and an `Arc` clone: four
+/// read-modify-writes on lines that every pushing thread writes, 13 % of a
+/// spawn burst from a thread. The copy is current while its generation is
+/// the scheduler's (generations are unique in the process, `TABLE_GENS`); an
+/// older copy is a snapshot taken a moment earlier, which the routing below
+/// already allows for (a retired target is re-routed by `push_batch_to`; a
+/// Processer not yet in the copy gets tasks at the next refresh). A thread
+/// keeps one copy: pushing into two schedulers in turn refreshes each time.
+struct Pusher {
+    gen: u64,
+    table: Table,
+    cursor: usize,
+}
+
+thread_local! {
+    static PUSHER: RefCell<Option<Pusher>> = const { RefCell::new(None) };
+}
+
 impl Shared {
+    /// Runs `f` with this thread's copy of the Processer table and the
+    /// start of its next round-robin step.
+    ///
+    /// Not inlined, and it never switches: no thread-local address is held
+    /// across a switch (see ARCHITECTURE.md, "A started task stays on its
+    /// thread"). The copy stays borrowed while `f` runs; a push nested in
+    /// `f` (re-routing off a retired Processer) finds it borrowed and takes
+    /// a snapshot under the lock, as every push did before the copy. So
+    /// does a thread whose thread-locals are being destroyed (a channel end
+    /// dropped by a thread-local destructor wakes a task).
+    #[inline(never)]
+    fn with_table<R>(&self, f: impl FnOnce(&[Arc<ProcesserShared>], usize) -> R) -> R {
+        let gen = self.processers_gen();
+        let mut f = Some(f);
+        let done = PUSHER.try_with(|c| {
+            let mut slot = c.try_borrow_mut().ok()?;
+            let p = match &mut *slot {
+                Some(p) if p.gen == gen => p,
+                stale => {
+                    let (gen, table) = self.processers_snapshot_with_gen();
+                    // A new cursor starts where the shared one is, so that
+                    // threads pushing at once do not all begin at slot 0.
+                    let cursor = self.rr.fetch_add(1, Ordering::Relaxed);
+                    // The old copy is dropped here, under the borrow: a push
+                    // its drop might make takes the snapshot path.
+                    stale.insert(Pusher { gen, table, cursor })
+                }
+            };
+            p.cursor = p.cursor.wrapping_add(1);
+            let f = f.take()?;
+            Some(f(&p.table, p.cursor))
+        });
+        if let Ok(Some(r)) = done {
+            return r;
+        }
+        let f = f.take().expect("not called: the copy was out of reach");
+        let start = self.rr.fetch_add(1, Ordering::Relaxed);
+        f(&self.processers_snapshot(), start)
+    }
+
     /// Queues a task on a Processer chosen for it, from a thread that is not
     /// one of this scheduler's Processers (or for a task pinned elsewhere).
     pub(crate) fn push_remote(&self, r: Runnable) {
-        let procs = self.processers_snapshot();
-        let target = self.pick_target(&procs, &r);
+        self.with_table(|procs, start| self.push_remote_in(procs, start, r));
+    }
+
+    fn push_remote_in(&self, procs: &[Arc<ProcesserShared>], start: usize, r: Runnable) {
+        let target = self.pick_target(procs, start, &r);
         let Some((target, search)) = target else {
             // No Processer left: the scheduler stopped, which needs `alive`
             // at zero, and admission (spawns, user timers) is closed by then,
@@ -30,13 +97,14 @@ impl Shared {
             std::mem::forget(r);
             return;
         };
+        let target: &ProcesserShared = &target;
         if search {
             // Relaxed: published to `target` by the SeqCst CAS in `wake`
             // (as in wake_idle_for_local_work).
             target.search_handoff.store(true, Ordering::Relaxed);
         }
-        let pushed = self.push_to(&target, r);
-        if pushed && self.wake_proc(&target) {
+        let pushed = self.push_to(target, r);
+        if pushed && self.wake_proc(target) {
             return;
         }
         // Not woken by us (awake already, or retired): if it has not taken
@@ -124,11 +192,15 @@ impl Shared {
     /// No step scans the table: two binary searches, the top of the
     /// sleepers stack, and a round-robin step that stops after
     /// [`AWAKE_TRIES`] usable Processers.
-    fn pick_target(
+    ///
+    /// The chosen Processer is borrowed from the table (no reference count
+    /// is touched) unless it came off the sleepers stack.
+    fn pick_target<'a>(
         &self,
-        procs: &[Arc<ProcesserShared>],
+        procs: &'a [Arc<ProcesserShared>],
+        start: usize,
         r: &Runnable,
-    ) -> Option<(Arc<ProcesserShared>, bool)> {
+    ) -> Option<(Cow<'a, Arc<ProcesserShared>>, bool)> {
         let usable = |p: &Arc<ProcesserShared>| {
             p.kind != Kind::Caller
                 && !p.retired.load(Ordering::Relaxed)
@@ -137,12 +209,12 @@ impl Shared {
         if let Some(pin) = r.header().pin() {
             let live = |p: &&Arc<ProcesserShared>| !p.retired.load(Ordering::Relaxed);
             if let Some(p) = find_processer(procs, pin).filter(live) {
-                return Some((p.clone(), false));
+                return Some((Cow::Borrowed(p), false));
             }
         }
         let home = r.header().home.load(Ordering::Relaxed);
         if let Some(p) = find_processer(procs, home).filter(|p| usable(p)) {
-            return Some((p.clone(), false));
+            return Some((Cow::Borrowed(p), false));
         }
         // Nobody searches: wake a sleeper for the task, and hand it the
         // search (Go's wakep), so that the pushes right behind this one go
@@ -151,7 +223,7 @@ impl Shared {
         // mark on one is stale, and not looked at here.)
         if self.idle.claim_search() {
             if let Some(p) = self.idle.pop_sleeper() {
-                return Some((p, true));
+                return Some((Cow::Owned(p), true));
             }
             self.idle.end_search();
         }
@@ -159,7 +231,6 @@ impl Shared {
         if n == 0 {
             return None;
         }
-        let start = self.rr.fetch_add(1, Ordering::Relaxed);
         let mut asleep = None;
         let mut tries = 0;
         for k in 0..n {
@@ -168,7 +239,7 @@ impl Shared {
                 continue;
             }
             if !p.sleeping.load(Ordering::Relaxed) {
-                return Some((p.clone(), false));
+                return Some((Cow::Borrowed(p), false));
             }
             asleep.get_or_insert(p);
             tries += 1;
@@ -182,7 +253,7 @@ impl Shared {
                     .iter()
                     .find(|p| p.kind != Kind::Caller && !p.retired.load(Ordering::Relaxed))
             })
-            .map(|p| (p.clone(), false))
+            .map(|p| (Cow::Borrowed(p), false))
     }
 
     /// Wakes `p` if it sleeps, keeping the idle count.

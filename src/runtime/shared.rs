@@ -8,7 +8,9 @@
 //!    to watch). A thread the OS refuses to start makes `build()` stop and
 //!    join the threads it started and return `ConfigError::ThreadStart`.
 //! 2. Tasks are admitted by `spawn`: `alive += 1` before the task is
-//!    queued, `alive -= 1` when it finishes.
+//!    queued, `alive -= n` when its Processer frees a batch of `n` finished
+//!    tasks (at most 16 finished tasks wait for it, and none once the
+//!    Processer runs out of work).
 //! 3. `shutdown` sets `closing` (spawns from outside the scheduler are now
 //!    refused; tasks may still spawn children), waits until `alive == 0`,
 //!    then sets `stopped`, wakes every Processer, and joins every thread,
@@ -37,6 +39,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::config::Config;
@@ -59,18 +62,25 @@ pub(crate) struct Shared {
     /// Live Processers, sorted by slot index (copy-on-write: readers clone
     /// the `Arc`). Indices only grow, so a lookup by index is a binary
     /// search ([`find_processer`]).
-    procs: RwLock<Arc<Vec<Arc<ProcesserShared>>>>,
-    /// +1 at every change of `procs`, so that a Processer can keep its own
-    /// copy of the table and refresh it only when it changed.
+    procs: RwLock<Table>,
+    /// The generation of `procs`: a new value from [`TABLE_GENS`] at every
+    /// change, so that a thread can keep its own copy of the table and
+    /// refresh it only when it changed (Processers in `ProcLocal`, other
+    /// threads pushing tasks in `route.rs`).
     procs_gen: AtomicU64,
     /// Next Processer slot index.
     next_index: AtomicUsize,
-    /// Round-robin cursor for pushes with no home.
+    /// Round-robin cursor for pushes with no home (chaos mode's
+    /// `push_elsewhere`; a pushing thread starts its own cursor from it).
     pub(crate) rr: AtomicUsize,
-    /// Tasks admitted and not finished.
-    pub(crate) alive: AtomicUsize,
-    pub(crate) spawned: AtomicU64,
-    pub(crate) completed: AtomicU64,
+    /// Tasks admitted and not yet freed. Alone on its cache line: every
+    /// spawn adds to it, and Processers take their freed tasks off it a
+    /// batch at a time (`ProcLocal::gc_flush`).
+    pub(crate) alive: CachePadded<AtomicUsize>,
+    /// Written by spawners only.
+    pub(crate) spawned: CachePadded<AtomicU64>,
+    /// Written by the Processers that run tasks to their end.
+    pub(crate) completed: CachePadded<AtomicU64>,
     /// Idle and searching Processers, and the sleepers stack.
     pub(crate) idle: Idle,
     /// Core + Extra Processer threads alive.
@@ -112,6 +122,20 @@ impl Shared {
     }
 }
 
+/// A Processer table: the scheduler's live Processers, sorted by index.
+pub(crate) type Table = Arc<Vec<Arc<ProcesserShared>>>;
+
+/// The source of Processer-table generations for every scheduler of the
+/// process: no two tables, of one scheduler or of two, ever share one, so a
+/// thread's cached copy is current exactly when its generation is the
+/// scheduler's (a copy of a freed scheduler's table can never pass for a
+/// new one's, even at the same address).
+static TABLE_GENS: AtomicU64 = AtomicU64::new(1);
+
+fn next_table_gen() -> u64 {
+    TABLE_GENS.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Every scheduler of the process, for `gofer::debug::dump` (weak: a
 /// scheduler's last handle frees it as before).
 static SCHEDULERS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
@@ -134,12 +158,12 @@ impl Shared {
         let shared = Arc::new(Shared {
             config,
             procs: RwLock::new(Arc::new(Vec::new())),
-            procs_gen: AtomicU64::new(0),
+            procs_gen: AtomicU64::new(next_table_gen()),
             next_index: AtomicUsize::new(0),
             rr: AtomicUsize::new(0),
-            alive: AtomicUsize::new(0),
-            spawned: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
+            alive: CachePadded::new(AtomicUsize::new(0)),
+            spawned: CachePadded::new(AtomicU64::new(0)),
+            completed: CachePadded::new(AtomicU64::new(0)),
             idle: Idle::new(),
             threads: AtomicUsize::new(0),
             threads_started: AtomicU64::new(0),
@@ -233,13 +257,23 @@ impl Shared {
     }
 
     /// The live Processers, sorted by slot index.
-    pub(crate) fn processers_snapshot(&self) -> Arc<Vec<Arc<ProcesserShared>>> {
+    pub(crate) fn processers_snapshot(&self) -> Table {
         self.procs.read().clone()
+    }
+
+    /// The table and its generation, as one consistent pair (both change
+    /// under the write lock).
+    pub(crate) fn processers_snapshot_with_gen(&self) -> (u64, Table) {
+        let table = self.procs.read();
+        (self.procs_gen.load(Ordering::Relaxed), table.clone())
     }
 
     /// The table's generation: it changes whenever the table does. Relaxed:
     /// a reader that sees an old value keeps an older table a little longer,
-    /// which only a thief uses, and only as a list of victims.
+    /// as if it had taken its snapshot a moment earlier. Thieves use it as a
+    /// list of victims; pushers (`route.rs`) route with it, where a retired
+    /// target is re-routed and a Processer missing from it is only not
+    /// chosen yet.
     pub(crate) fn processers_gen(&self) -> u64 {
         self.procs_gen.load(Ordering::Relaxed)
     }
@@ -255,7 +289,7 @@ impl Shared {
             v.push(p);
             v.extend_from_slice(&w[at..]);
             *w = Arc::new(v);
-            self.procs_gen.fetch_add(1, Ordering::Relaxed);
+            self.procs_gen.store(next_table_gen(), Ordering::Relaxed);
         }
         self.idle.proc_added();
         // A new Processer is awake: the Dispatcher must watch it.
@@ -272,7 +306,7 @@ impl Shared {
             v.extend_from_slice(&w[..at]);
             v.extend_from_slice(&w[at + 1..]);
             *w = Arc::new(v);
-            self.procs_gen.fetch_add(1, Ordering::Relaxed);
+            self.procs_gen.store(next_table_gen(), Ordering::Relaxed);
         }
         self.idle.proc_removed();
         self.idle.remove(p);
@@ -442,7 +476,13 @@ impl Shared {
     /// wake whoever waits for zero. (`completed` was counted when its result
     /// was published.)
     pub(crate) fn task_finished(&self) {
-        if self.alive.fetch_sub(1, Ordering::AcqRel) == 1 {
+        self.tasks_finished(1);
+    }
+
+    /// [`task_finished`](Self::task_finished) for `n` tasks at once (a
+    /// Processer's batch of finished tasks, as it frees them).
+    pub(crate) fn tasks_finished(&self, n: usize) {
+        if self.alive.fetch_sub(n, Ordering::AcqRel) == n {
             let _g = self.done_lock.lock();
             self.done_cv.notify_all();
             drop(_g);

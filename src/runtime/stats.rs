@@ -14,7 +14,11 @@ pub struct Stats {
     pub spawned: u64,
     /// Tasks finished (returned, panicked, or failed to get a stack).
     pub completed: u64,
-    /// Tasks spawned and not yet finished.
+    /// Tasks spawned and not yet freed. A finished task leaves this count
+    /// when its Processer frees it, which it does in batches: once 16 have
+    /// finished, and whenever it runs out of work. So `completed` may count
+    /// a task a moment before `alive` stops counting it; `shutdown` waits
+    /// for this count to reach zero.
     pub alive: usize,
     /// Processers marked blocked right now.
     pub blocked: usize,
