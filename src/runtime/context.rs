@@ -130,13 +130,40 @@ fn schedule_as(r: Runnable, how: Push) {
     if !p.is_null() {
         // SAFETY: see current_task_ptr; only shared access is taken.
         let local = unsafe { &*p };
-        let same = Arc::ptr_eq(&local.sched, &r.header().shared);
-        if same && local.p.may_run(r.header()) {
-            local.push_local(r, how);
+        if Arc::ptr_eq(&local.sched, &r.header().shared) {
+            if local.p.may_run(r.header()) {
+                local.push_local(r, how);
+            } else {
+                // This Processer's own reference keeps the scheduler alive
+                // through the push (a `block_on` caller spawning, a task
+                // pinned elsewhere): no count to touch.
+                local.sched.push_remote(r);
+            }
             return;
         }
     }
+    // Once queued, the task may run, finish and be freed elsewhere before
+    // the push returns, and with it what may be the last reference to its
+    // scheduler: hold one of our own through the push.
     let sched = r.header().shared.clone();
+    sched.push_remote(r);
+}
+
+/// [`schedule`] for a task just spawned through `sched`, which the caller
+/// holds a reference to for the whole call: a push from another thread
+/// then needs no reference count of its own (every task holds one on the
+/// same line, taken at spawn and dropped when it is freed).
+pub(crate) fn schedule_spawned(sched: &Shared, r: Runnable) {
+    debug_assert!(std::ptr::eq(sched, &*r.header().shared));
+    let p = current_proc_ptr();
+    if !p.is_null() {
+        // SAFETY: see current_task_ptr; only shared access is taken.
+        let local = unsafe { &*p };
+        if std::ptr::eq(&*local.sched, sched) && local.p.may_run(r.header()) {
+            local.push_local(r, Push::Next);
+            return;
+        }
+    }
     sched.push_remote(r);
 }
 
