@@ -12,7 +12,11 @@
 //! - Each Processer thread owns a shard ([`ShardOwner`]) and fills its slots
 //!   without a lock or a read-modify-write: one Release store of the header
 //!   address into a free slot taken from its own free list. Spawns from
-//!   other threads go to the scheduler's *outside* shard, under its lock.
+//!   other threads go to the scheduler's *outside* shard: each such thread
+//!   takes [`OUTSIDE_BATCH`] of its free slots at a time under its lock and
+//!   fills them as an owner does (`OutsideSlots`), so a thread spawning a
+//!   burst takes the lock once per batch rather than once per task, on a
+//!   line the Processers freeing its tasks also take.
 //! - A task leaves its shard when its Processer frees it: the gc queue frees
 //!   finished tasks in batches, and the batch leaves under one lock per
 //!   shard it touches (almost always one).
@@ -38,7 +42,7 @@
 //! A slot being filled while a dump reads it shows the new task or not;
 //! either is the truth at some instant of the dump.
 
-use std::cell::UnsafeCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
@@ -49,6 +53,9 @@ use super::task::{Runnable, TaskHeader, TaskRef};
 
 /// Slots per chunk.
 const CHUNK_SLOTS: usize = 256;
+
+/// Free slots of the outside shard a spawning thread takes at a time.
+pub(crate) const OUTSIDE_BATCH: usize = 32;
 
 /// One slot: a live task's header address, or null.
 type Slot = AtomicPtr<TaskHeader>;
@@ -151,7 +158,7 @@ impl Shard {
     }
 
     /// Registers `t` in the outside shard (a spawn from a thread that owns
-    /// no shard of this scheduler).
+    /// no shard of this scheduler), under the lock.
     fn register_locked(&self, t: &Runnable) {
         let mut free = self.locked.lock();
         if free.is_empty() {
@@ -160,6 +167,76 @@ impl Shard {
         let slot = free.pop().expect("a grown shard has free slots");
         fill(self, slot, t);
     }
+
+    /// Moves up to `n` free slots of this (outside) shard into `to`, growing
+    /// it if it has none.
+    fn take_free(&self, to: &mut Vec<*const Slot>, n: usize) {
+        let mut free = self.locked.lock();
+        if free.is_empty() {
+            self.grow(&mut free);
+        }
+        let keep = free.len().saturating_sub(n);
+        to.extend(free.drain(keep..));
+    }
+}
+
+/// Free slots of one scheduler's outside shard that this thread took for
+/// its spawns; they go back to the shard when the thread moves on to
+/// another scheduler or exits.
+///
+/// The `Arc` keeps the shard, and so its chunks, alive: the slot addresses
+/// stay valid even past the scheduler's end, and no other shard can ever
+/// be allocated at this one's address while the thread holds it (the
+/// identity check is a pointer comparison).
+struct OutsideSlots {
+    shard: Arc<Shard>,
+    free: Vec<*const Slot>,
+}
+
+impl Drop for OutsideSlots {
+    fn drop(&mut self) {
+        if !self.free.is_empty() {
+            self.shard.locked.lock().append(&mut self.free);
+        }
+    }
+}
+
+thread_local! {
+    static OUTSIDE: RefCell<Option<OutsideSlots>> = const { RefCell::new(None) };
+}
+
+/// Registers `t` in `shard` (a scheduler's outside shard) from this thread's
+/// batch of its free slots; false if this thread's batch is out of reach
+/// (its thread-locals are being destroyed, or a registration is nested in
+/// the drop of a batch), for the caller to register under the lock.
+///
+/// Not inlined, and it never switches: no thread-local address is held
+/// across a switch.
+#[inline(never)]
+fn register_from_batch(shard: &Arc<Shard>, t: &Runnable) -> bool {
+    OUTSIDE
+        .try_with(|c| {
+            let Ok(mut held) = c.try_borrow_mut() else {
+                return false;
+            };
+            let mine = match &mut *held {
+                Some(o) if Arc::ptr_eq(&o.shard, shard) => o,
+                other => {
+                    // Another scheduler's batch goes back to it here.
+                    other.insert(OutsideSlots {
+                        shard: shard.clone(),
+                        free: Vec::with_capacity(OUTSIDE_BATCH),
+                    })
+                }
+            };
+            if mine.free.is_empty() {
+                mine.shard.take_free(&mut mine.free, OUTSIDE_BATCH);
+            }
+            let slot = mine.free.pop().expect("a grown shard has free slots");
+            fill(&mine.shard, slot, t);
+            true
+        })
+        .unwrap_or(false)
 }
 
 impl Drop for Shard {
@@ -224,14 +301,15 @@ impl ShardOwner {
 /// never freed, until the scheduler is), and the outside shard.
 pub(crate) struct Registry {
     shards: Mutex<Vec<Arc<Shard>>>,
-    outside: Shard,
+    /// Shared with the threads holding a batch of its free slots.
+    outside: Arc<Shard>,
 }
 
 impl Registry {
     pub(crate) fn new() -> Registry {
         Registry {
             shards: Mutex::new(Vec::new()),
-            outside: Shard::new(),
+            outside: Arc::new(Shard::new()),
         }
     }
 
@@ -268,7 +346,9 @@ impl Registry {
 
     /// Registers a task spawned from outside the scheduler's Processers.
     pub(crate) fn register_outside(&self, t: &Runnable) {
-        self.outside.register_locked(t);
+        if !register_from_batch(&self.outside, t) {
+            self.outside.register_locked(t);
+        }
     }
 
     /// Calls `f` with a reference to every live task.
@@ -326,4 +406,52 @@ fn empty(freed: &mut Vec<*const Slot>, t: &Runnable, e: Entry) {
     unsafe { &*e.slot }.store(ptr::null_mut(), Ordering::Release);
     freed.push(e.slot);
     t.set_live(Entry::NONE);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    impl Shard {
+        /// Slots made so far (free or filled).
+        fn slots(&self) -> usize {
+            let _g = self.locked.lock();
+            let mut n = 0;
+            let mut chunk = self.chunks.load(Ordering::Acquire);
+            while !chunk.is_null() {
+                n += CHUNK_SLOTS;
+                // SAFETY: published chunks live as long as the shard.
+                chunk = unsafe { (*chunk).next };
+            }
+            n
+        }
+    }
+
+    /// A spawning thread takes free slots of the outside shard in batches;
+    /// what is left of its batch goes back when it exits, so threads that
+    /// come and go do not grow the shard.
+    #[test]
+    fn outside_slots_taken_by_exiting_threads_come_back() {
+        let s = crate::Scheduler::builder().min_threads(1).build().unwrap();
+        let (tx, rx) = crate::chan::unbounded::<()>();
+        // 100 threads one after another, each leaving one task alive (so no
+        // slot comes back through a freed task).
+        let hs: Vec<_> = (0..100)
+            .map(|_| {
+                let (s, rx) = (s.clone(), rx.clone());
+                std::thread::spawn(move || s.spawn(move || rx.recv().is_err()))
+                    .join()
+                    .unwrap()
+            })
+            .collect();
+        // 100 live tasks fit in one chunk. Without the give-back, each thread
+        // would have kept the other 31 slots of its batch, and the shard
+        // would have grown a chunk every eight threads.
+        assert_eq!(s.shared().live.outside.slots(), CHUNK_SLOTS);
+        drop(tx);
+        for h in hs {
+            assert!(h.join().unwrap(), "disconnected");
+        }
+        s.shutdown();
+    }
 }
