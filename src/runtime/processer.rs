@@ -1131,6 +1131,10 @@ impl ProcLocal {
         }
         if self.p.kind == Kind::Caller {
             super::cells::plain_thread();
+        } else {
+            // A Processer thread ends (its scheduler stops, or it retires):
+            // the cells passed between threads go back to the allocator.
+            super::cells::trim_depot();
         }
         context::leave(prev);
     }
