@@ -30,10 +30,11 @@
 //!   another (the Processer that ran them, or the thread that joined them),
 //!   so without it a thread spawning bursts from outside the Processers
 //!   paid `malloc` for every cell, and the thread freeing them `free`
-//!   (28 % of the spawning thread's time in a burst of 100,000). The depot
-//!   holds at most [`DEPOT_LIMIT`] bytes (32 MiB); it is emptied once a
-//!   Processer has been idle for a second (the Processer wakes for it while
-//!   the depot holds anything) and when a Processer thread ends.
+//!   (about a quarter of the spawning thread's samples in a burst of
+//!   100,000, under perf). The depot holds at most [`DEPOT_LIMIT`] bytes
+//!   (32 MiB); it is emptied once a Processer has been idle for a second
+//!   (a sleeping Processer wakes for it while the depot holds anything),
+//!   and when a Processer thread ends.
 //! - A thread's cache is freed when the thread exits.
 //!
 //! Every access to the thread-local cache is in an `#[inline(never)]`
