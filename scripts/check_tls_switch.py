@@ -97,6 +97,9 @@ NO_RETURN_DEFAULT = (
 SKIP_EDGES_DEFAULT = (
     ("std::sys::random::linux::getrandom", "close",
      "std's /dev/urandom fallback closes a regular file, which the hooks pass to libc"),
+    ("gofer::runtime::io::epoll::Epoll::wake", "write",
+     "the reactor's wake-up writes its eventfd, neither a socket nor a pipe, "
+     "which the hooks pass to libc"),
 )
 
 # objdump -d listing lines.

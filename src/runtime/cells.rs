@@ -33,8 +33,9 @@
 //!   (about a quarter of the spawning thread's samples in a burst of
 //!   100,000, under perf). The depot holds at most [`DEPOT_LIMIT`] bytes
 //!   (32 MiB); it is emptied once a Processer has been idle for a second
-//!   (a sleeping Processer wakes for it while the depot holds anything),
-//!   and when a Processer thread ends.
+//!   (a Processer going to sleep while the depot holds anything times its
+//!   sleep for it) and when a Processer thread ends, and it takes nothing
+//!   while no Processer loop runs in the process (nobody would empty it).
 //! - A thread's cache is freed when the thread exits.
 //!
 //! Every access to the thread-local cache is in an `#[inline(never)]`
@@ -82,8 +83,15 @@ static DEPOT: Mutex<Depot> = Mutex::new(Depot {
     free: [const { Vec::new() }; CLASSES],
 });
 /// Bytes in the depot: changed under its lock, read without it (a hint for
-/// whether a refill or a trim may find anything).
+/// whether a trim may find anything).
 static DEPOT_BYTES: AtomicUsize = AtomicUsize::new(0);
+/// Blocks of each class in the depot: changed under its lock, read without
+/// it (a hint for whether a refill of that class may find any: a thread
+/// spawning from outside refills at nearly every spawn).
+static DEPOT_BLOCKS: [AtomicUsize; CLASSES] = [const { AtomicUsize::new(0) }; CLASSES];
+/// Processer loops running in the process. With none, nobody would ever
+/// empty the depot: a spill then frees instead (see [`to_depot`]).
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
 
 /// Frees every block of `lists` above `keep` bytes, largest classes first;
 /// returns the bytes freed.
@@ -113,7 +121,16 @@ fn depot_room(held: usize, size: usize) -> usize {
 
 /// Moves up to [`DEPOT_BATCH`] blocks of class `k` from `from` into the
 /// depot, as many as it has room for; returns how many.
+///
+/// With no Processer loop running, nobody would empty the depot: nothing
+/// goes in. The last loop to end decrements [`RUNNING`] and then empties the
+/// depot under its lock; a spill pushes under the lock and then reads
+/// `RUNNING`, so either the trim comes after the push and frees it, or the
+/// spill sees zero and trims itself.
 fn to_depot(from: &mut Vec<NonNull<u8>>, k: usize) -> usize {
+    if RUNNING.load(Ordering::SeqCst) == 0 {
+        return 0;
+    }
     let size = (k + 1) * CLASS;
     let mut d = DEPOT.lock();
     let room = depot_room(DEPOT_BYTES.load(Ordering::Relaxed), size);
@@ -121,13 +138,18 @@ fn to_depot(from: &mut Vec<NonNull<u8>>, k: usize) -> usize {
     let keep = from.len() - n;
     d.free[k].extend(from.drain(keep..));
     DEPOT_BYTES.fetch_add(n * size, Ordering::Relaxed);
+    DEPOT_BLOCKS[k].store(d.free[k].len(), Ordering::Relaxed);
+    drop(d);
+    if RUNNING.load(Ordering::SeqCst) == 0 {
+        trim_depot();
+    }
     n
 }
 
 /// Moves up to [`DEPOT_BATCH`] blocks of class `k` from the depot into
 /// `to`; returns how many.
 fn from_depot(to: &mut Vec<NonNull<u8>>, k: usize) -> usize {
-    if DEPOT_BYTES.load(Ordering::Relaxed) == 0 {
+    if DEPOT_BLOCKS[k].load(Ordering::Relaxed) == 0 {
         return 0;
     }
     let mut d = DEPOT.lock();
@@ -135,19 +157,28 @@ fn from_depot(to: &mut Vec<NonNull<u8>>, k: usize) -> usize {
     let n = list.len().min(DEPOT_BATCH);
     let keep = list.len() - n;
     to.extend(list.drain(keep..));
+    DEPOT_BLOCKS[k].store(list.len(), Ordering::Relaxed);
     DEPOT_BYTES.fetch_sub(n * (k + 1) * CLASS, Ordering::Relaxed);
     n
 }
 
-/// Empties the depot (a Processer idle for a while, or ending).
+/// Empties the depot (a Processer idle for a while, or ending). The blocks
+/// are freed after the lock is released: up to 32 MiB of `free` calls must
+/// not hold up the threads spilling and refilling meanwhile.
 pub(crate) fn trim_depot() {
     if DEPOT_BYTES.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let mut d = DEPOT.lock();
-    let held = DEPOT_BYTES.load(Ordering::Relaxed);
-    let freed = free_blocks(&mut d.free, held, 0);
-    DEPOT_BYTES.fetch_sub(freed, Ordering::Relaxed);
+    let mut taken: Lists = [const { Vec::new() }; CLASSES];
+    let held = {
+        let mut d = DEPOT.lock();
+        std::mem::swap(&mut taken, &mut d.free);
+        for n in &DEPOT_BLOCKS {
+            n.store(0, Ordering::Relaxed);
+        }
+        DEPOT_BYTES.swap(0, Ordering::Relaxed)
+    };
+    free_blocks(&mut taken, held, 0);
 }
 
 /// One thread's cache.
@@ -159,6 +190,8 @@ struct Cache {
     bytes: usize,
     /// The most `free` may hold.
     limit: usize,
+    /// This thread runs a Processer loop (counted in [`RUNNING`]).
+    processer: bool,
 }
 
 impl Cache {
@@ -167,6 +200,7 @@ impl Cache {
             free: [const { Vec::new() }; CLASSES],
             bytes: 0,
             limit: IDLE_KEEP,
+            processer: false,
         }
     }
 
@@ -194,6 +228,7 @@ impl Cache {
 
 impl Drop for Cache {
     fn drop(&mut self) {
+        processer_over(self);
         self.trim(0);
     }
 }
@@ -207,8 +242,8 @@ thread_local! {
 #[inline(always)]
 fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> Option<R> {
     // SAFETY: the cache is this thread's own, and no call made while `f`
-    // runs comes back here: `f` only touches the free lists and calls the
-    // global allocator, never the runtime.
+    // runs comes back here: `f` only touches the free lists, the depot
+    // (under its lock) and the global allocator, never the runtime.
     CACHE.try_with(|c| f(unsafe { &mut *c.get() })).ok()
 }
 
@@ -246,8 +281,8 @@ fn alloc_class(k: usize) -> NonNull<u8> {
     let cached = with_cache(|c| {
         let size = (k + 1) * CLASS;
         if c.free[k].is_empty() {
-            // A batch from the depot (more than the cache's limit, at most
-            // by one batch, until its next free spills).
+            // A batch from the depot (the cache may go over its limit by up
+            // to a batch of each class, until its next free spills).
             c.bytes += from_depot(&mut c.free[k], k) * size;
         }
         let p = c.free[k].pop();
@@ -318,7 +353,30 @@ unsafe fn free_class(p: NonNull<u8>, k: usize) {
 /// [`PROCESSER_LIMIT`] while busy.
 #[inline(never)]
 pub(crate) fn processer_thread() {
-    with_cache(|c| c.limit = PROCESSER_LIMIT);
+    with_cache(|c| {
+        c.limit = PROCESSER_LIMIT;
+        if !c.processer {
+            c.processer = true;
+            RUNNING.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+}
+
+/// This thread's Processer loop is over: no longer counted in [`RUNNING`].
+fn processer_over(c: &mut Cache) {
+    if c.processer {
+        c.processer = false;
+        RUNNING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// This thread's Processer loop ended (a core or extra Processer: its
+/// scheduler stops, or it retires): the depot's cells go back to the
+/// allocator.
+#[inline(never)]
+pub(crate) fn processer_ended() {
+    with_cache(processer_over);
+    trim_depot();
 }
 
 /// This thread's Processer loop ended (a `block_on` caller's): back to a
@@ -326,6 +384,7 @@ pub(crate) fn processer_thread() {
 #[inline(never)]
 pub(crate) fn plain_thread() {
     with_cache(|c| {
+        processer_over(c);
         c.limit = IDLE_KEEP;
         // The next `block_on` of this thread, or another thread, takes them
         // back from the depot.
@@ -353,11 +412,15 @@ pub(crate) fn idle(fully: bool) {
     }
 }
 
-/// Whether this thread's cache holds more than it keeps while idle, or the
-/// depot holds anything: either is given back after `CELLS_IDLE`.
+/// Whether this thread's cache holds more than it keeps while idle.
 #[inline(never)]
 pub(crate) fn holds_more_than_idle() -> bool {
-    DEPOT_BYTES.load(Ordering::Relaxed) != 0 || with_cache(|c| c.bytes > IDLE_KEEP).unwrap_or(false)
+    with_cache(|c| c.bytes > IDLE_KEEP).unwrap_or(false)
+}
+
+/// Whether the depot holds anything.
+pub(crate) fn depot_holds() -> bool {
+    DEPOT_BYTES.load(Ordering::Relaxed) != 0
 }
 
 /// Bytes this thread's cache holds (tests).
@@ -412,7 +475,11 @@ mod tests {
                 "a busy Processer keeps its burst: {held}"
             );
             idle(false);
-            assert_eq!(cached_bytes(), held / 2, "going idle halves it");
+            assert_eq!(
+                cached_bytes(),
+                held / 2 / 1024 * 1024,
+                "going idle halves it (in whole blocks)"
+            );
             assert!(holds_more_than_idle());
             idle(true);
             assert!(cached_bytes() <= IDLE_KEEP, "{}", cached_bytes());
@@ -478,6 +545,9 @@ mod depot_tests {
     /// the threads that ran or joined its tasks).
     #[test]
     fn what_a_full_cache_frees_goes_through_the_depot_to_another_thread() {
+        // The depot takes cells only while some Processer runs (one will
+        // empty it).
+        let s = crate::Scheduler::builder().min_threads(1).build().unwrap();
         // A scheduler of another test ending in between empties the depot:
         // then the second thread gets none of them, and the round is run
         // again. Without the depot no round reuses all 500.
@@ -487,6 +557,7 @@ mod depot_tests {
         idle(true);
         let k = (layout().size() - 1) / CLASS;
         assert!(DEPOT.lock().free[k].is_empty());
+        s.shutdown();
     }
 
     /// The depot never holds more than its limit: what does not fit is

@@ -96,8 +96,10 @@ pub(crate) struct Shard {
     /// The newest chunk (Release when a chunk is added; Acquire by dumps).
     chunks: AtomicPtr<Chunk>,
     /// Held by whoever empties a slot, by dumps while they read the slots,
-    /// and by spawns into the outside shard. Holds the slots emptied by
-    /// threads other than the owner, for the owner to take back.
+    /// and, for the outside shard, by a thread taking a batch of free slots
+    /// (or, when its batch is out of reach, registering one task). Holds the
+    /// slots emptied by threads other than the owner, for the owner (or the
+    /// threads spawning from outside) to take back.
     locked: Mutex<Vec<*const Slot>>,
     /// A Processer thread owns this shard (changed under the scheduler's
     /// list lock).
@@ -187,7 +189,9 @@ impl Shard {
 /// The `Arc` keeps the shard, and so its chunks, alive: the slot addresses
 /// stay valid even past the scheduler's end, and no other shard can ever
 /// be allocated at this one's address while the thread holds it (the
-/// identity check is a pointer comparison).
+/// identity check is a pointer comparison). The price: a thread that
+/// spawned into a scheduler keeps that scheduler's outside shard (2 KiB a
+/// chunk of 256 slots) until it spawns into another one or exits.
 struct OutsideSlots {
     shard: Arc<Shard>,
     free: Vec<*const Slot>,

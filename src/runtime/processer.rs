@@ -1134,7 +1134,7 @@ impl ProcLocal {
         } else {
             // A Processer thread ends (its scheduler stops, or it retires):
             // the cells passed between threads go back to the allocator.
-            super::cells::trim_depot();
+            super::cells::processer_ended();
         }
         context::leave(prev);
     }
@@ -1327,12 +1327,17 @@ impl ProcLocal {
     /// Read after `sleeping` is announced (see `runtime/timer.rs`).
     fn sleep_timeout(&self) -> Option<Duration> {
         let retire = self.sched.retire_timeout(self);
-        // A cell cache above its idle size is trimmed after CELLS_IDLE.
-        let trim = super::cells::holds_more_than_idle().then(|| {
-            self.idle_since
-                .get()
-                .map_or(CELLS_IDLE, |s| CELLS_IDLE.saturating_sub(s.elapsed()))
-        });
+        // A cell cache above its idle size is trimmed after CELLS_IDLE, and
+        // so is the cells' depot. The depot is timed only until this
+        // Processer has been idle that long (its trim is done then): other
+        // threads may refill it at any time, and a wake for each refill
+        // would be a spin. What they leave there waits for the next
+        // Processer to rest a second, or to end.
+        let idle_for = self.idle_since.get().map(|s| s.elapsed());
+        let before_trim = idle_for.is_none_or(|e| e < CELLS_IDLE);
+        let trim = (super::cells::holds_more_than_idle()
+            || (before_trim && super::cells::depot_holds()))
+        .then(|| idle_for.map_or(CELLS_IDLE, |e| CELLS_IDLE.saturating_sub(e)));
         let retire = match (retire, trim) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -28,7 +28,10 @@ const AWAKE_TRIES: usize = 8;
 /// older copy is a snapshot taken a moment earlier, which the routing below
 /// already allows for (a retired target is re-routed by `push_batch_to`; a
 /// Processer not yet in the copy gets tasks at the next refresh). A thread
-/// keeps one copy: pushing into two schedulers in turn refreshes each time.
+/// keeps one copy: pushing into two schedulers in turn refreshes each time,
+/// and a thread that pushed into a scheduler keeps its last table (the
+/// Processers' shared halves, with their empty queues) until it pushes
+/// into another one or exits.
 struct Pusher {
     gen: u64,
     table: Table,
