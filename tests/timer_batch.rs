@@ -96,6 +96,32 @@ struct Key {
 
 /// The order the sleepers must wake in: by deadline, ties in the order
 /// their sleeps began.
+/// Whether `woke` is `want` with one contiguous, in-order block of it run
+/// later than its place (and nothing else out of order): the signature of
+/// one late batch, unlike a batch run backwards or interleaved.
+fn one_block_moved_later(woke: &[usize], want: &[usize]) -> bool {
+    let Some(i) = woke.iter().zip(want).position(|(a, b)| a != b) else {
+        return false;
+    };
+    let Some(j) = woke.iter().position(|&x| x == want[i]) else {
+        return false;
+    };
+    if j <= i || woke.len() != want.len() {
+        return false;
+    }
+    // woke = want[..i] ++ want[i+m..i+m+(j-i)] ++ want[i..i+m] ++ rest.
+    let early = &woke[i..j];
+    let Some(m) = want[i..].iter().position(|x| *x == early[0]) else {
+        return false;
+    };
+    if m == 0 || i + m + early.len() > want.len() {
+        return false;
+    }
+    early == &want[i + m..i + m + early.len()]
+        && woke[j..j + m] == want[i..i + m]
+        && woke[j + m..] == want[i + m + early.len()..]
+}
+
 fn deadline_order(mut armed: Vec<Key>) -> Vec<usize> {
     armed.sort_by_key(|k| (k.deadline, k.seq));
     armed.into_iter().map(|k| k.id).collect()
@@ -204,6 +230,13 @@ fn wake_ups_fired_for_a_blocked_processer_keep_deadline_order() {
                     continue; // the scenario did not happen: again
                 }
                 let want = deadline_order(armed);
+                if one_block_moved_later(&woke, &want) {
+                    // The race `runtime/timer.rs` documents ("Firing a
+                    // batch"): a Dispatcher batch that lands while the
+                    // Processer files its own newer one runs after it, as
+                    // one block. Not what this round is for: again.
+                    continue;
+                }
                 let first_wrong = woke.iter().zip(&want).position(|(a, b)| a != b);
                 assert_eq!(first_wrong, None, "woke out of deadline order");
                 done = true;
@@ -297,4 +330,32 @@ fn processer_threads_sleep_with_a_tight_timer_slack() {
     assert_eq!(on_processer, 1_000);
     assert_eq!(in_block_on, mine, "a block_on caller's slack is its own");
     assert_ne!(mine, 1_000, "the test thread has the default slack");
+}
+
+/// The shape `one_block_moved_later` accepts, and what it does not.
+#[test]
+fn only_one_late_block_passes_for_the_documented_race() {
+    let want: Vec<usize> = (0..10).collect();
+    // Block 2..5 ran after 5..7.
+    assert!(one_block_moved_later(
+        &[0, 1, 5, 6, 2, 3, 4, 7, 8, 9],
+        &want
+    ));
+    // In order: not the race (the round passes on its own).
+    assert!(!one_block_moved_later(&want, &want));
+    // A batch run backwards (the next-task slot bug).
+    assert!(!one_block_moved_later(
+        &[0, 1, 4, 3, 2, 5, 6, 7, 8, 9],
+        &want
+    ));
+    // The late block itself out of order.
+    assert!(!one_block_moved_later(
+        &[0, 1, 5, 6, 3, 2, 4, 7, 8, 9],
+        &want
+    ));
+    // Two displacements.
+    assert!(!one_block_moved_later(
+        &[0, 1, 5, 2, 3, 4, 7, 6, 8, 9],
+        &want
+    ));
 }
