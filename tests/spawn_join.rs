@@ -504,23 +504,23 @@ fn results_are_dropped_exactly_once_when_handles_race_the_tasks() {
 /// first is gone (its table may sit at the freed one's address).
 #[test]
 fn one_thread_spawning_into_schedulers_in_turn_reaches_each_ones_processers() {
+    // Spawns into each of `scheds` in turn, 200 rounds: every task runs on
+    // a thread of its own scheduler (named after it).
+    fn in_turn(scheds: &[(&Scheduler, &str)]) {
+        for round in 0..200 {
+            for (s, name) in scheds {
+                let on = s.spawn(thread_name).join().expect("ran");
+                assert!(on.starts_with(&format!("{name}-")), "round {round}: {on}");
+            }
+        }
+    }
     let a = sched("turn-a", 2);
     let b = sched("turn-b", 1);
-    for round in 0..200 {
-        let on_a = a.spawn(thread_name).join().expect("ran on a");
-        let on_b = b.spawn(thread_name).join().expect("ran on b");
-        assert!(on_a.starts_with("turn-a-"), "round {round}: {on_a}");
-        assert!(on_b.starts_with("turn-b-"), "round {round}: {on_b}");
-    }
+    in_turn(&[(&a, "turn-a"), (&b, "turn-b")]);
     a.shutdown();
     drop(a);
     let c = sched("turn-c", 2);
-    for round in 0..200 {
-        let on_c = c.spawn(thread_name).join().expect("ran on c");
-        let on_b = b.spawn(thread_name).join().expect("ran on b");
-        assert!(on_c.starts_with("turn-c-"), "round {round}: {on_c}");
-        assert!(on_b.starts_with("turn-b-"), "round {round}: {on_b}");
-    }
+    in_turn(&[(&c, "turn-c"), (&b, "turn-b")]);
     c.shutdown();
     b.shutdown();
 }

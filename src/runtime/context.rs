@@ -149,24 +149,6 @@ fn schedule_as(r: Runnable, how: Push) {
     sched.push_remote(r);
 }
 
-/// [`schedule`] for a task just spawned through `sched`, which the caller
-/// holds a reference to for the whole call: a push from another thread
-/// then needs no reference count of its own (every task holds one on the
-/// same line, taken at spawn and dropped when it is freed).
-pub(crate) fn schedule_spawned(sched: &Shared, r: Runnable) {
-    debug_assert!(std::ptr::eq(sched, &*r.header().shared));
-    let p = current_proc_ptr();
-    if !p.is_null() {
-        // SAFETY: see current_task_ptr; only shared access is taken.
-        let local = unsafe { &*p };
-        if std::ptr::eq(&*local.sched, sched) && local.p.may_run(r.header()) {
-            local.push_local(r, Push::Next);
-            return;
-        }
-    }
-    sched.push_remote(r);
-}
-
 /// The overflow handler's question (`coroutine/overflow.rs`): is `addr` in
 /// the guard page of the task running on this thread? If so, says which
 /// task overflowed. Async-signal-safe: a thread-local read, the header the

@@ -432,7 +432,7 @@ impl Shared {
         }
         let local = context::local_of(self);
         let (r, made) = self.admit(name, stack_size, pin, make, local)?;
-        context::schedule_spawned(self, r);
+        context::schedule(r);
         Ok(made)
     }
 
