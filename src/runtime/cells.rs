@@ -13,16 +13,17 @@
 //! # How much it keeps, and when it gives it back
 //!
 //! - A Processer thread's cache grows with demand up to [`PROCESSER_LIMIT`]
-//!   bytes (32 MiB: a burst of about 100,000 small tasks). Each time the
-//!   Processer goes to sleep for lack of work the cache gives back half of
-//!   what it holds, and once the Processer has been idle for a second
+//!   bytes (32 MiB: a burst of about 100,000 small tasks). When the
+//!   Processer goes to sleep for lack of work (the first sleep of an idle
+//!   spell) the cache gives back half of what it holds, and once the Processer has been idle for a second
 //!   (`CELLS_IDLE` in `processer.rs`; its sleep is timed for it) all but
 //!   [`IDLE_KEEP`] (256 KiB). So work that comes in bursts with short
 //!   pauses keeps reusing cells, and the memory of a burst goes back once
 //!   the Processer rests, as Go drops the dead goroutine descriptors it no
 //!   longer needs.
 //! - Any other thread (a plain thread that spawns or joins) keeps at most
-//!   [`IDLE_KEEP`].
+//!   [`IDLE_KEEP`], plus, for a while, the rest of a batch it took from the
+//!   depot for a spawn (its next free over the limit spills it back).
 //! - What does not fit in a thread's cache goes to the process's *depot*,
 //!   a batch of up to [`DEPOT_BATCH`] cells of its class at a time, and a
 //!   thread whose cache has none of a class takes a batch from there before
@@ -32,10 +33,12 @@
 //!   paid `malloc` for every cell, and the thread freeing them `free`
 //!   (about a quarter of the spawning thread's samples in a burst of
 //!   100,000, under perf). The depot holds at most [`DEPOT_LIMIT`] bytes
-//!   (32 MiB); it is emptied once a Processer has been idle for a second
-//!   (a Processer going to sleep while the depot holds anything times its
-//!   sleep for it) and when a Processer thread ends, and it takes nothing
-//!   while no Processer loop runs in the process (nobody would empty it).
+//!   (32 MiB). It is emptied when a Processer that went to sleep while the
+//!   depot held anything has rested a second (its sleep is timed for it,
+//!   once per idle spell: what comes in later waits for the next Processer
+//!   to rest, or to end), when a core or extra Processer thread ends, and
+//!   when the last Processer loop of the process ends; and it takes nothing
+//!   while no Processer loop runs (nobody would empty it).
 //! - A thread's cache is freed when the thread exits.
 //!
 //! Every access to the thread-local cache is in an `#[inline(never)]`
@@ -123,10 +126,11 @@ fn depot_room(held: usize, size: usize) -> usize {
 /// depot, as many as it has room for; returns how many.
 ///
 /// With no Processer loop running, nobody would empty the depot: nothing
-/// goes in. The last loop to end decrements [`RUNNING`] and then empties the
-/// depot under its lock; a spill pushes under the lock and then reads
-/// `RUNNING`, so either the trim comes after the push and frees it, or the
-/// spill sees zero and trims itself.
+/// goes in. The last loop to end decrements [`RUNNING`] and then takes the
+/// depot's lock and empties it ([`last_loop_ended`]); a spill pushes under
+/// the lock and then reads `RUNNING`. If the ender's lock comes after the
+/// push, it frees it; if before, the spill's lock comes after the ender's
+/// decrement, so its read sees zero and it trims itself.
 fn to_depot(from: &mut Vec<NonNull<u8>>, k: usize) -> usize {
     if RUNNING.load(Ordering::SeqCst) == 0 {
         return 0;
@@ -162,13 +166,26 @@ fn from_depot(to: &mut Vec<NonNull<u8>>, k: usize) -> usize {
     n
 }
 
-/// Empties the depot (a Processer idle for a while, or ending). The blocks
-/// are freed after the lock is released: up to 32 MiB of `free` calls must
-/// not hold up the threads spilling and refilling meanwhile.
+/// Empties the depot (a Processer idle for a while). The blocks are freed
+/// after the lock is released: up to 32 MiB of `free` calls must not hold
+/// up the threads spilling and refilling meanwhile.
 pub(crate) fn trim_depot() {
     if DEPOT_BYTES.load(Ordering::Relaxed) == 0 {
         return;
     }
+    empty_depot();
+}
+
+/// The last Processer loop of the process ended: empties the depot. Takes
+/// its lock without looking at `DEPOT_BYTES` first: the lock is what orders
+/// this against a spill that read `RUNNING` before our decrement (see
+/// [`to_depot`]); a relaxed look could miss its push.
+fn last_loop_ended() {
+    empty_depot();
+}
+
+/// Takes everything out of the depot under its lock, and frees it after.
+fn empty_depot() {
     let mut taken: Lists = [const { Vec::new() }; CLASSES];
     let held = {
         let mut d = DEPOT.lock();
@@ -190,8 +207,10 @@ struct Cache {
     bytes: usize,
     /// The most `free` may hold.
     limit: usize,
-    /// This thread runs a Processer loop (counted in [`RUNNING`]).
-    processer: bool,
+    /// Processer loops running on this thread: 1, or more while a loop
+    /// runs a nested one (a `block_on` called by a destructor the loop
+    /// runs). The thread is counted once in [`RUNNING`] while it is not 0.
+    loops: u32,
 }
 
 impl Cache {
@@ -200,7 +219,7 @@ impl Cache {
             free: [const { Vec::new() }; CLASSES],
             bytes: 0,
             limit: IDLE_KEEP,
-            processer: false,
+            loops: 0,
         }
     }
 
@@ -228,7 +247,13 @@ impl Cache {
 
 impl Drop for Cache {
     fn drop(&mut self) {
-        processer_over(self);
+        // A loop that unwound never ended: the thread no longer runs any.
+        if self.loops > 0 {
+            self.loops = 1;
+            if loop_over(self) {
+                last_loop_ended();
+            }
+        }
         self.trim(0);
     }
 }
@@ -243,7 +268,8 @@ thread_local! {
 fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> Option<R> {
     // SAFETY: the cache is this thread's own, and no call made while `f`
     // runs comes back here: `f` only touches the free lists, the depot
-    // (under its lock) and the global allocator, never the runtime.
+    // (through its lock; an emptying frees the blocks after releasing it)
+    // and the global allocator, never the runtime or another cell.
     CACHE.try_with(|c| f(unsafe { &mut *c.get() })).ok()
 }
 
@@ -349,25 +375,29 @@ unsafe fn free_class(p: NonNull<u8>, k: usize) {
     }
 }
 
-/// This thread runs a Processer: its cache may grow to
-/// [`PROCESSER_LIMIT`] while busy.
+/// A Processer loop starts on this thread: its cache may grow to
+/// [`PROCESSER_LIMIT`] while busy. Every call is paired with one of
+/// [`processer_ended`] or [`plain_thread`] when the loop ends.
 #[inline(never)]
 pub(crate) fn processer_thread() {
     with_cache(|c| {
         c.limit = PROCESSER_LIMIT;
-        if !c.processer {
-            c.processer = true;
+        c.loops += 1;
+        if c.loops == 1 {
             RUNNING.fetch_add(1, Ordering::SeqCst);
         }
     });
 }
 
-/// This thread's Processer loop is over: no longer counted in [`RUNNING`].
-fn processer_over(c: &mut Cache) {
-    if c.processer {
-        c.processer = false;
-        RUNNING.fetch_sub(1, Ordering::SeqCst);
+/// One of this thread's Processer loops is over. Returns whether it was the
+/// last loop running in the process (the thread's count went to 0 and so
+/// did [`RUNNING`]).
+fn loop_over(c: &mut Cache) -> bool {
+    if c.loops == 0 {
+        return false;
     }
+    c.loops -= 1;
+    c.loops == 0 && RUNNING.fetch_sub(1, Ordering::SeqCst) == 1
 }
 
 /// This thread's Processer loop ended (a core or extra Processer: its
@@ -375,21 +405,31 @@ fn processer_over(c: &mut Cache) {
 /// allocator.
 #[inline(never)]
 pub(crate) fn processer_ended() {
-    with_cache(processer_over);
-    trim_depot();
+    with_cache(loop_over);
+    // Emptied whether or not loops run elsewhere: a scheduler that stops
+    // gives back what it passed between threads.
+    last_loop_ended();
 }
 
 /// This thread's Processer loop ended (a `block_on` caller's): back to a
-/// plain thread's limit.
+/// plain thread's limit, unless it was nested in another loop of this
+/// thread, which goes on.
 #[inline(never)]
 pub(crate) fn plain_thread() {
-    with_cache(|c| {
-        processer_over(c);
+    let last = with_cache(|c| {
+        let last = loop_over(c);
+        if c.loops > 0 {
+            return last; // the outer loop keeps its limit and its cache
+        }
         c.limit = IDLE_KEEP;
         // The next `block_on` of this thread, or another thread, takes them
         // back from the depot.
         c.spill(IDLE_KEEP);
+        last
     });
+    if last == Some(true) {
+        last_loop_ended();
+    }
 }
 
 /// The thread's Processer is idle: the cache keeps half of what it holds
@@ -558,6 +598,24 @@ mod depot_tests {
         let k = (layout().size() - 1) / CLASS;
         assert!(DEPOT.lock().free[k].is_empty());
         s.shutdown();
+    }
+
+    /// A loop nested in another on one thread (a `block_on` run by a
+    /// destructor the outer loop runs) ends without taking the outer loop's
+    /// cache limit or its count in `RUNNING` away.
+    #[test]
+    fn a_nested_loop_ending_leaves_the_outer_one_counted() {
+        std::thread::spawn(|| {
+            let state = || with_cache(|c| (c.loops, c.limit)).unwrap();
+            processer_thread();
+            processer_thread(); // the nested loop starts
+            plain_thread(); // and ends
+            assert_eq!(state(), (1, PROCESSER_LIMIT));
+            plain_thread(); // the outer loop ends
+            assert_eq!(state(), (0, IDLE_KEEP));
+        })
+        .join()
+        .unwrap();
     }
 
     /// The depot never holds more than its limit: what does not fit is

@@ -211,8 +211,10 @@ thread_local! {
 
 /// Registers `t` in `shard` (a scheduler's outside shard) from this thread's
 /// batch of its free slots; false if this thread's batch is out of reach
-/// (its thread-locals are being destroyed, or a registration is nested in
-/// the drop of a batch), for the caller to register under the lock.
+/// (its thread-locals are being destroyed), for the caller to register
+/// under the lock. (The batch is never borrowed twice: nothing done under
+/// the borrow registers a task. `try_borrow_mut` makes that a fallback to
+/// the lock rather than a panic, should it ever change.)
 ///
 /// Not inlined, and it never switches: no thread-local address is held
 /// across a switch.

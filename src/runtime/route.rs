@@ -90,7 +90,15 @@ impl Shared {
     }
 
     fn push_remote_in(&self, procs: &[Arc<ProcesserShared>], start: usize, r: Runnable) {
-        let target = self.pick_target(procs, start, &r);
+        // A stopped scheduler: its Processers are gone or going, and a
+        // thread's copy of the table may still list them (a core Processer
+        // is never marked retired).
+        let stopped = self.stopped.load(Ordering::Relaxed);
+        let target = if stopped {
+            None
+        } else {
+            self.pick_target(procs, start, &r)
+        };
         let Some((target, search)) = target else {
             // No Processer left: the scheduler stopped, which needs `alive`
             // at zero, and admission (spawns, user timers) is closed by then,
