@@ -547,7 +547,7 @@ def svg_chart(s):
     o.append(f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{plot_bottom}" stroke="#333"/>')
     o.append(f'<line x1="{left}" y1="{plot_bottom}" x2="{left + plot_w}" y2="{plot_bottom}" stroke="#333"/>')
     axis_title = s["unit"] + (" (log scale)" if log else "") + "; lower is better"
-    if "lower is better" in s["unit"]:
+    if "is better" in s["unit"]:  # the unit says which way itself
         axis_title = s["unit"] + (" (log scale)" if log else "")
     o.append(f'<text x="{left + plot_w / 2}" y="{plot_bottom + 36}" text-anchor="middle" '
              f'fill="#222">{esc(axis_title)}</text>')

@@ -21,7 +21,8 @@
 # `--threads SERVER_THREADS` (2). redis-tools and redis-server are installed
 # with apt-get when missing. The table goes into BENCHMARKS.md between the
 # markers `<!-- redis-bench:start -->` and `<!-- redis-bench:end -->`
-# (appended as a new section if they are missing; nothing else is touched).
+# (appended as a new section if they are missing; nothing else is touched),
+# and scripts/server_plots.py draws it into docs/bench/redis.svg.
 #
 # The client runs on the same machine and competes with the server for the
 # cores: each figure measures the pair. redis-benchmark uses one thread,
@@ -199,4 +200,5 @@ if [ "$WRITE" = 1 ]; then
         !skip { print }' "$doc" >"$doc.tmp"
     mv "$doc.tmp" "$doc"
     echo "== table written into $doc"
+    python3 scripts/server_plots.py
 fi

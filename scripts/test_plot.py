@@ -250,5 +250,65 @@ class PlotKeepsData(unittest.TestCase):
         self.assertIn("some other channel", p.stderr)
 
 
+class ServerPlotsTest(unittest.TestCase):
+    """scripts/server_plots.py draws what the server scripts wrote, and
+    leaves its charts alone when BENCHMARKS.md has none of it."""
+
+    HTTP = """<!-- http-bench:start -->
+| connections | wrk threads | server | requests/s | p99 latency | server CPU | CPU per request | errors | load (1 min) |
+|---:|---:|---|---:|---:|---:|---:|---:|---:|
+| 100 | 1 | gofer | 1234 | 1.00 ms | 90 % | 4.25 us | 0 | 1.0 |
+| 100 | 1 | tokio | 2345 | 1.00 ms | 90 % | 5.50 us | 0 | 1.0 |
+| 100 | 2 | gofer | 9999 | 1.00 ms | 90 % | 7.75 us | 0 | 1.0 |
+
+| connections | server | round trips/s | p50 | p99 | server CPU | CPU per round trip | errors |
+|---:|---|---:|---:|---:|---:|---:|---:|
+| 100 | gofer | 3456 | 0.1ms | 1.0ms | 90 % | 3.70us | 0 |
+<!-- http-bench:end -->
+<!-- redis-bench:start -->
+| clients | pipeline | test | redis-server req/s | gofer req/s | gofer ÷ redis | p50 / p99 ms, redis | p50 / p99 ms, gofer | server CPU µs/req, redis | gofer |
+|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|
+| 50 | 1 | SET | 100 | 400 | 4.00 | 0 / 0 | 0 / 0 | 1 | 1 |
+| 50 | 1 | GET | 100 | 100 | 1.00 | 0 / 0 | 0 / 0 | 1 | 1 |
+<!-- redis-bench:end -->
+"""
+
+    def setUp(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="gofer-server-plots-test-"))
+        (self.dir / "scripts").mkdir()
+        for name in ("plot.py", "server_plots.py"):
+            shutil.copy(REPO / "scripts" / name, self.dir / "scripts" / name)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run_it(self, text):
+        (self.dir / "BENCHMARKS.md").write_text(text, encoding="utf-8")
+        return subprocess.run([sys.executable, str(self.dir / "scripts" / "server_plots.py")],
+                              capture_output=True, text=True, check=True)
+
+    def chart(self, key):
+        return (self.dir / "docs" / "bench" / f"{key}.svg").read_text(encoding="utf-8")
+
+    def test_the_tables_become_charts(self):
+        self.run_it("# Benchmarks\n\n" + self.HTTP)
+        rps = self.chart("http_rps")
+        # The least wrk thread count only: the -t2 row is left out.
+        self.assertIn(">1,234<", rps)
+        self.assertIn(">2,345<", rps)
+        self.assertNotIn("9,999", rps)
+        self.assertIn(">4.25<", self.chart("http_cpu"))
+        self.assertIn(">3,456<", self.chart("echo"))
+        # Geometric means per cell: redis-server 100, gofer 200.
+        redis = self.chart("redis")
+        self.assertIn(">200<", redis)
+        self.assertIn(">100<", redis)
+
+    def test_no_tables_no_charts(self):
+        p = self.run_it("# Benchmarks\n\nnothing generated here\n")
+        self.assertFalse((self.dir / "docs" / "bench").exists())
+        self.assertIn("no chart written", p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
