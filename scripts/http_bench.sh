@@ -17,7 +17,7 @@
 #
 # Both tables go into BENCHMARKS.md between the markers
 # `<!-- http-bench:start -->` and `<!-- http-bench:end -->` (appended as a
-# new section if they are missing; nothing else is touched), and
+# new section if they are missing; nothing else is touched: scripts/md_section.py), and
 # scripts/server_plots.py draws them into docs/bench/.
 #
 # Every server listens on 127.0.0.1 with port 0, runs with SERVER_THREADS
@@ -185,17 +185,6 @@ table=$(
     # (a number, then "%"), CPU per round trip, errors.
     awk '$1 ~ /^[0-9]+$/ && NF == 9 { printf "| %s | %s | %s | %s | %s | %s %% | %s | %s |\n", $1, $2, $3, $4, $5, $6, $8, $9 }' "$echo_out"
 )
-TABLE="$table" python3 - <<'EOF'
-import os, re
-path = "BENCHMARKS.md"
-start, end = "<!-- http-bench:start -->", "<!-- http-bench:end -->"
-text = open(path).read()
-block = start + "\n" + os.environ["TABLE"] + "\n" + end
-if start in text and end in text:
-    text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
-else:
-    text = text.rstrip("\n") + "\n\n## HTTP and echo: the last run of scripts/http_bench.sh\n\n" + block + "\n"
-open(path, "w").write(text)
-print("== tables written into BENCHMARKS.md")
-EOF
+printf '%s\n' "$table" |
+    python3 scripts/md_section.py http-bench "HTTP and echo: the last run of scripts/http_bench.sh"
 python3 scripts/server_plots.py

@@ -182,23 +182,6 @@ echo
 cat "$table"
 
 if [ "$WRITE" = 1 ]; then
-    doc=BENCHMARKS.md
-    if ! grep -q '<!-- redis-bench:start -->' "$doc"; then
-        {
-            echo
-            echo "## Redis protocol: kv_server against redis-server"
-            echo
-            echo "\`scripts/redis_bench.sh\` (see its header for what it runs)."
-            echo
-            echo "<!-- redis-bench:start -->"
-            echo "<!-- redis-bench:end -->"
-        } >>"$doc"
-    fi
-    awk -v table="$table" '
-        /<!-- redis-bench:start -->/ { print; while ((getline l < table) > 0) print l; skip = 1; next }
-        /<!-- redis-bench:end -->/ { skip = 0 }
-        !skip { print }' "$doc" >"$doc.tmp"
-    mv "$doc.tmp" "$doc"
-    echo "== table written into $doc"
+    python3 scripts/md_section.py redis-bench "Redis protocol: kv_server against redis-server" <"$table"
     python3 scripts/server_plots.py
 fi

@@ -310,5 +310,30 @@ class ServerPlotsTest(unittest.TestCase):
         self.assertIn("no chart written", p.stderr)
 
 
+class MdSectionTest(unittest.TestCase):
+    """scripts/md_section.py replaces only its block, or appends one."""
+
+    def test_replace_then_append(self):
+        d = Path(tempfile.mkdtemp(prefix="gofer-md-section-test-"))
+        try:
+            (d / "scripts").mkdir()
+            for name in ("plot.py", "md_section.py"):
+                shutil.copy(REPO / "scripts" / name, d / "scripts" / name)
+            doc = d / "BENCHMARKS.md"
+            doc.write_text("a\n<!-- x:start -->\nold\n<!-- x:end -->\nb\n", encoding="utf-8")
+
+            def run(name, block):
+                subprocess.run([sys.executable, str(d / "scripts" / "md_section.py"), name, "New"],
+                               input=block, text=True, capture_output=True, check=True)
+
+            run("x", "new\n")
+            self.assertEqual(doc.read_text(), "a\n<!-- x:start -->\nnew\n<!-- x:end -->\nb\n")
+            run("y", "more")
+            self.assertEqual(doc.read_text(), "a\n<!-- x:start -->\nnew\n<!-- x:end -->\nb\n\n"
+                                              "## New\n\n<!-- y:start -->\nmore\n<!-- y:end -->\n")
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
