@@ -127,7 +127,7 @@ fn depot_room(held: usize, size: usize) -> usize {
 ///
 /// With no Processer loop running, nobody would empty the depot: nothing
 /// goes in. The last loop to end decrements [`RUNNING`] and then takes the
-/// depot's lock and empties it ([`last_loop_ended`]); a spill pushes under
+/// depot's lock and empties it ([`empty_depot`]); a spill pushes under
 /// the lock and then reads `RUNNING`. If the ender's lock comes after the
 /// push, it frees it; if before, the spill's lock comes after the ender's
 /// decrement, so its read sees zero and it trims itself.
@@ -176,15 +176,11 @@ pub(crate) fn trim_depot() {
     empty_depot();
 }
 
-/// The last Processer loop of the process ended: empties the depot. Takes
-/// its lock without looking at `DEPOT_BYTES` first: the lock is what orders
-/// this against a spill that read `RUNNING` before our decrement (see
-/// [`to_depot`]); a relaxed look could miss its push.
-fn last_loop_ended() {
-    empty_depot();
-}
-
 /// Takes everything out of the depot under its lock, and frees it after.
+/// The last Processer loop of the process to end calls it directly, without
+/// [`trim_depot`]'s look at `DEPOT_BYTES`: the lock is what orders the end
+/// against a spill that read `RUNNING` before the decrement (see
+/// [`to_depot`]); a relaxed look could miss its push.
 fn empty_depot() {
     let mut taken: Lists = [const { Vec::new() }; CLASSES];
     let held = {
@@ -251,7 +247,7 @@ impl Drop for Cache {
         if self.loops > 0 {
             self.loops = 1;
             if loop_over(self) {
-                last_loop_ended();
+                empty_depot();
             }
         }
         self.trim(0);
@@ -408,7 +404,7 @@ pub(crate) fn processer_ended() {
     with_cache(loop_over);
     // Emptied whether or not loops run elsewhere: a scheduler that stops
     // gives back what it passed between threads.
-    last_loop_ended();
+    empty_depot();
 }
 
 /// This thread's Processer loop ended (a `block_on` caller's): back to a
@@ -428,7 +424,7 @@ pub(crate) fn plain_thread() {
         last
     });
     if last == Some(true) {
-        last_loop_ended();
+        empty_depot();
     }
 }
 
