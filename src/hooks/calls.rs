@@ -53,9 +53,10 @@ fn guarded<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
-// The guard's accessors are never inlined: a hook that waits may resume on
-// another thread, and an inlined thread-local access could reuse the
-// address of the thread it started on.
+// The guard's accessors are never inlined: a hook that waits in a
+// migratable task (`migrate_started_tasks(true)`, `Builder::migratable`,
+// chaos mode) may resume on another thread, and an inlined thread-local
+// access could reuse the address of the thread it started on.
 #[inline(never)]
 fn set_in_hook(on: bool) {
     IN_HOOK.with(|g| g.set(on));

@@ -125,9 +125,13 @@ impl Wake for ThreadWaker {
 ///   called from the context of a Tokio 1.x runtime"); the panic comes out
 ///   of `block_on_future` (and so ends the task, whose join reports it).
 ///   Entering a runtime's context inside a task (`Handle::enter`) is no
-///   cure: the guard is thread-local, and the task may move to another
-///   thread when it parks. Spawn such work on a tokio runtime instead and
-///   wait for its handle here: `block_on_future(rt.spawn(fut))`.
+///   cure: the guard belongs to the thread, not the task. A started task
+///   stays on its Processer's thread, but while it is parked the other
+///   tasks of that thread run inside the context, and two tasks' guards on
+///   one thread are dropped out of order (tokio panics on that); a
+///   migratable task (`migrate_started_tasks(true)`) may also resume on
+///   another thread. Spawn such work on a tokio runtime instead and wait
+///   for its handle here: `block_on_future(rt.spawn(fut))`.
 /// - Runtimes whose reactor runs on a thread of its own (`async-io`, used
 ///   by `smol` and `async-std`) work, since nothing else has to drive it.
 ///
