@@ -92,7 +92,7 @@ def http_charts(text):
     if wrk:
         head, rows = wrk
         col = {h.lower(): i for i, h in enumerate(head)}
-        # One wrk thread count: the least, as the README's rows quote.
+        # One wrk thread count: the least, as BENCHMARKS.md's goals table quotes.
         threads = min(int(number(r[1])) for r in rows)
         rows = [r for r in rows if int(number(r[1])) == threads]
 
