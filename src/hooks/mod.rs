@@ -54,9 +54,21 @@
 //!   locks belong to the thread, so a task must not park holding one).
 //! - Pipes on kernels without `RWF_NOWAIT` (before Linux 5.x).
 //!
-//! Whatever stays unhooked blocks its thread, and the Dispatcher moves the
-//! other tasks away: the hooks make blocking code cheap, the Dispatcher
-//! keeps what is left of it safe.
+//! Whatever stays unhooked blocks its thread, and with it every started
+//! task bound to that thread (a started task stays where it first ran):
+//! the Dispatcher moves only the tasks that have not started yet. Run such
+//! a call through a blocking-pool thread instead, where the library offers
+//! one.
+//!
+//! # Where each part lives
+//!
+//! `guard.rs` decides when a hook steps aside (plain threads, stdio, a
+//! forked child, the recursion guard); `io_loop.rs` routes a descriptor and
+//! runs the try-wait-retry loop; `data.rs` (reads and writes), `sockets.rs`
+//! (`accept`, `connect`), `poll.rs`, `sleep.rs` and `descriptors.rs`
+//! (`close`, `fcntl`, `dup`, ...) define the symbols by family; `fdctx.rs`
+//! keeps each descriptor's bookkeeping; `real.rs` finds libc's own
+//! functions; `symbols.rs` keeps them all linked.
 //!
 //! # Safety of the hooks themselves
 //!
@@ -82,11 +94,25 @@ pub fn enabled() -> bool {
 compile_error!("the `hooks` feature is for Linux on x86_64 or aarch64");
 
 #[cfg(feature = "hooks")]
-mod calls;
+mod data;
+#[cfg(feature = "hooks")]
+mod descriptors;
 #[cfg(feature = "hooks")]
 mod fdctx;
 #[cfg(feature = "hooks")]
+mod guard;
+#[cfg(feature = "hooks")]
+mod io_loop;
+#[cfg(feature = "hooks")]
+mod poll;
+#[cfg(feature = "hooks")]
 mod real;
+#[cfg(feature = "hooks")]
+mod sleep;
+#[cfg(feature = "hooks")]
+mod sockets;
+#[cfg(feature = "hooks")]
+mod symbols;
 
 /// The registration the hooks made for `fd` (a task waited on it through a
 /// hooked call), so that a `gofer::net` socket made from the same
@@ -109,5 +135,5 @@ pub(crate) fn registration_of(
 /// is built).
 pub(crate) fn keep() {
     #[cfg(feature = "hooks")]
-    calls::keep();
+    symbols::keep();
 }
