@@ -99,8 +99,9 @@ struct Args {
     max_threads: Option<usize>,
 
     /// Fraction of items (0 to 1) whose transform makes a real blocking call,
-    /// `std::thread::sleep(--block-time)`, holding its thread until the
-    /// Dispatcher moves the other tasks away.
+    /// `std::thread::sleep(--block-time)`, holding its thread for that long:
+    /// the Dispatcher moves the tasks queued behind it that have not
+    /// started yet.
     #[arg(long, default_value_t = 0.002, value_parser = parse_fraction)]
     blocking_fraction: f64,
 

@@ -1,7 +1,7 @@
 //! A listener out of descriptors: `accept` fails with `EMFILE` while the
 //! connection stays queued, so a loop that retries at once would spin at
 //! full speed. gofer's `accept` pauses before it returns such an error (5 ms,
-//! doubling to 1 s): the loop of the README's server makes a bounded number
+//! doubling to 1 s): the loop of the guide's server (`docs/guide.md`) makes a bounded number
 //! of attempts, and accepts the connection once descriptors are freed.
 //!
 //! Each scenario runs in a child process: it lowers the process's
@@ -56,7 +56,7 @@ fn exhaust_descriptors() -> Vec<File> {
     }
 }
 
-/// The accept loop of the README's server, counting its failures: sends
+/// The accept loop of the guide's server (`docs/guide.md`), counting its failures: sends
 /// the count after [`WINDOW`] of failing, and returns the failures once
 /// `accept` succeeds.
 fn accept_loop<S>(accept: impl Fn() -> std::io::Result<S>, window_count: mpsc::Sender<u32>) -> u32 {

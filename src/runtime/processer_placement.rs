@@ -31,8 +31,8 @@ impl ProcLocal {
     /// Processer would otherwise start (and bind) nearly every connection
     /// there, since the fresh task runs as soon as the accept loop parks,
     /// before an idle Processer can steal it. The other Processers then had
-    /// nothing to run but wake-ups to forward (at 1,000 HTTP connections on
-    /// 2 Processers, one did 82 % of the work). Counting bound tasks is a
+    /// nothing to run but wake-ups to forward (BENCHMARKS.md, "Bound
+    /// tasks"). Counting bound tasks is a
     /// proxy for load that suits servers (one task per connection); the
     /// Dispatcher and thieves still balance fresh tasks by queue length.
     pub(super) fn place_fresh(&self, t: Runnable) -> Option<Runnable> {

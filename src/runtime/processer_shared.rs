@@ -318,9 +318,8 @@ const TIMER_SLACK_NS: libc::c_ulong = 1_000;
 /// Makes the calling thread's timed waits end on time: the kernel may
 /// otherwise let a timed futex or `epoll_pwait2` wait run up to the
 /// thread's timer slack past its end (50 us by default), and a Processer
-/// sleeps until its earliest timer that way. A lone sleeper on an idle
-/// scheduler woke about 75 us late with the default slack and about
-/// 28 us late with 1 us (BENCHMARKS.md, "Sleep lateness"). The cost is
+/// sleeps until its earliest timer that way (what it saves is measured in
+/// BENCHMARKS.md, "Sleep lateness"). The cost is
 /// that the kernel cannot merge these wake-ups with others in the slack
 /// window, at most one more wake-up per timer. Set on the Processer
 /// threads the scheduler starts (never on a `block_on` caller's thread,

@@ -271,8 +271,8 @@ impl RawMutex {
 /// more than about a millisecond is handed the lock directly, so none
 /// starves.
 ///
-/// The guard is `Send` (for `T: Send`): a task holding it may move to
-/// another thread at any switch, and unlocking from another thread is fine.
+/// The guard is `Send` (for `T: Send`): a migratable task holding it may
+/// resume on another thread, and unlocking from another thread is fine.
 ///
 /// ```
 /// use std::sync::Arc;

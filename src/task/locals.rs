@@ -1,9 +1,11 @@
 //! Coroutine-local storage: one value per task, the replacement for
 //! `thread_local!` inside tasks.
 //!
-//! A task may move to another thread at any switch, so a `thread_local!`
-//! read before a `yield` and after it can name two different threads'
-//! values. [`coroutine_local!`](crate::coroutine_local) gives each task its
+//! A `thread_local!` belongs to the thread, not the task: every task on a
+//! Processer shares its value, and a migratable task (one that may move to
+//! another thread at a switch: `Builder::migratable`,
+//! `migrate_started_tasks(true)`) can even read two different threads'
+//! values before and after a `yield`. [`coroutine_local!`](crate::coroutine_local) gives each task its
 //! own value, created on first access and dropped when the task ends (before
 //! its `JoinHandle` reports completion). Outside a task the same key falls
 //! back to one value per thread.
