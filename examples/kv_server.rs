@@ -186,8 +186,9 @@ struct Conn {
     /// Do not parse before `len` reaches this: the parser said the command
     /// at the front needs that much.
     need: usize,
-    /// The arguments of the command being run, as ranges into `buf`.
-    args: Vec<Range<usize>>,
+    /// The parser, holding what it found of the command at the front of
+    /// `buf` (a half command's arguments, as ranges into it) across reads.
+    parser: resp::Parser,
     /// Replies to write, in command order.
     out: Vec<u8>,
 }
@@ -198,18 +199,21 @@ impl Conn {
             buf: Vec::new(),
             len: 0,
             need: 1,
-            args: Vec::new(),
+            parser: resp::Parser::new(),
             out: Vec::new(),
         }
     }
 
     /// Room to read into: at least [`READ_CHUNK`], more when a long command
-    /// is arriving (up to twice what is held, so that a length the client
-    /// only declares allocates nothing).
+    /// is arriving: up to what the parser needs, and as much as is held up
+    /// to [`KEEP_BUFFER`], so that a long command comes in few reads. The
+    /// room never exceeds twice what is held plus [`KEEP_BUFFER`], so that a
+    /// length the client only declares allocates nothing.
     fn spare(&mut self) -> &mut [u8] {
         let want = self
             .need
             .saturating_sub(self.len)
+            .max(self.len.min(KEEP_BUFFER))
             .min(self.len.max(KEEP_BUFFER))
             .max(READ_CHUNK);
         if self.buf.len() - self.len < want {
@@ -230,7 +234,7 @@ impl Conn {
             if input.len() < self.need {
                 break Step::Read;
             }
-            match resp::parse(input, &mut self.args) {
+            match self.parser.parse(input) {
                 Ok(Parsed::Incomplete { need }) => {
                     self.need = need;
                     break Step::Read;
@@ -239,7 +243,7 @@ impl Conn {
                     self.need = 1;
                     let args = Args {
                         buf: input,
-                        ranges: &self.args,
+                        ranges: self.parser.args(),
                     };
                     let flow = execute(&args, &mut self.out);
                     at += len;
@@ -253,8 +257,12 @@ impl Conn {
                 }
             }
         };
-        self.buf.copy_within(at..self.len, 0);
-        self.len -= at; // `need` counts from the front of what is left
+        if at > 0 {
+            // A half command moves to the front; the parser's ranges count
+            // from its first byte, so they stay valid.
+            self.buf.copy_within(at..self.len, 0);
+            self.len -= at; // `need` counts from the front of what is left
+        }
         step
     }
 
@@ -268,9 +276,7 @@ impl Conn {
         if self.out.capacity() > 2 * FLUSH_AT {
             self.out = Vec::new();
         }
-        if self.args.capacity() > 1024 {
-            self.args = Vec::new();
-        }
+        self.parser.trim(1024);
     }
 }
 
