@@ -54,7 +54,7 @@ use std::io::{self, Read, Write};
 use std::ops::Range;
 use std::process::ExitCode;
 use std::sync::LazyLock;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use gofer::net::TcpStream;
@@ -186,8 +186,9 @@ struct Conn {
     /// Do not parse before `len` reaches this: the parser said the command
     /// at the front needs that much.
     need: usize,
-    /// The arguments of the command being run, as ranges into `buf`.
-    args: Vec<Range<usize>>,
+    /// The parser, holding what it found of the command at the front of
+    /// `buf` (a half command's arguments, as ranges into it) across reads.
+    parser: resp::Parser,
     /// Replies to write, in command order.
     out: Vec<u8>,
 }
@@ -198,18 +199,21 @@ impl Conn {
             buf: Vec::new(),
             len: 0,
             need: 1,
-            args: Vec::new(),
+            parser: resp::Parser::new(),
             out: Vec::new(),
         }
     }
 
     /// Room to read into: at least [`READ_CHUNK`], more when a long command
-    /// is arriving (up to twice what is held, so that a length the client
-    /// only declares allocates nothing).
+    /// is arriving: up to what the parser needs, and as much as is held up
+    /// to [`KEEP_BUFFER`], so that a long command comes in few reads. The
+    /// room never exceeds twice what is held plus [`KEEP_BUFFER`], so that a
+    /// length the client only declares allocates nothing.
     fn spare(&mut self) -> &mut [u8] {
         let want = self
             .need
             .saturating_sub(self.len)
+            .max(self.len.min(KEEP_BUFFER))
             .min(self.len.max(KEEP_BUFFER))
             .max(READ_CHUNK);
         if self.buf.len() - self.len < want {
@@ -230,7 +234,7 @@ impl Conn {
             if input.len() < self.need {
                 break Step::Read;
             }
-            match resp::parse(input, &mut self.args) {
+            match self.parser.parse(input) {
                 Ok(Parsed::Incomplete { need }) => {
                     self.need = need;
                     break Step::Read;
@@ -239,7 +243,7 @@ impl Conn {
                     self.need = 1;
                     let args = Args {
                         buf: input,
-                        ranges: &self.args,
+                        ranges: self.parser.args(),
                     };
                     let flow = execute(&args, &mut self.out);
                     at += len;
@@ -253,8 +257,12 @@ impl Conn {
                 }
             }
         };
-        self.buf.copy_within(at..self.len, 0);
-        self.len -= at; // `need` counts from the front of what is left
+        if at > 0 {
+            // A half command moves to the front; the parser's ranges count
+            // from its first byte, so they stay valid.
+            self.buf.copy_within(at..self.len, 0);
+            self.len -= at; // `need` counts from the front of what is left
+        }
         step
     }
 
@@ -268,9 +276,7 @@ impl Conn {
         if self.out.capacity() > 2 * FLUSH_AT {
             self.out = Vec::new();
         }
-        if self.args.capacity() > 1024 {
-            self.args = Vec::new();
-        }
+        self.parser.trim(1024);
     }
 }
 
@@ -518,15 +524,8 @@ fn execute(a: &Args<'_>, out: &mut Vec<u8>) -> Flow {
                 None => -2,
                 Some(e) => match e.expires() {
                     None => -1,
-                    Some(t) => {
-                        let ms = t.saturating_duration_since(Instant::now()).as_millis();
-                        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
-                        if spec.cmd == Cmd::Ttl {
-                            (ms + 500) / 1000
-                        } else {
-                            ms
-                        }
-                    }
+                    Some(t) if spec.cmd == Cmd::Ttl => ttl(t, Unit::Seconds),
+                    Some(t) => ttl(t, Unit::Millis),
                 },
             };
             resp::int(out, reply);
@@ -605,14 +604,18 @@ fn set(a: &Args<'_>, out: &mut Vec<u8>) {
         } else if (is("EX") || is("PX")) && !ttl_given && i + 1 < a.len() {
             ttl_given = true;
             i += 1;
-            let unit_ms = if is("EX") { 1000 } else { 1 };
-            let at = resp::parse_i64(a.get(i))
-                .filter(|&v| v > 0)
-                .and_then(|v| v.checked_mul(unit_ms))
-                .and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms as u64)));
-            match at {
-                Some(at) => expiry = Expiry::At(at),
-                None => return resp::error(out, "ERR invalid expire time in 'set' command"),
+            let unit = if is("EX") {
+                Unit::Seconds
+            } else {
+                Unit::Millis
+            };
+            let Some(v) = resp::parse_i64(a.get(i)) else {
+                return resp::error(out, NOT_INT);
+            };
+            // Unlike EXPIRE, SET refuses a deadline not in the future.
+            match expiry_in(v, unit) {
+                Ok(Some(at)) if v > 0 => expiry = Expiry::At(at),
+                _ => return resp::error(out, "ERR invalid expire time in 'set' command"),
             }
         } else {
             return resp::error(out, SYNTAX);
@@ -759,31 +762,83 @@ fn lrange(a: &Args<'_>, out: &mut Vec<u8>) {
     }
 }
 
+/// The unit of a time to live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Seconds,
+    Millis,
+}
+
+/// Milliseconds since the Unix epoch, as redis-server counts its deadlines.
+fn unix_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The deadline `v` units from now: `Ok(None)` when that is not in the
+/// future, `Err(())` when it is out of range. The range is
+/// redis-server's: `v` in milliseconds must fit an `i64`, and so must the
+/// deadline as milliseconds since the Unix epoch, so a deadline's time to
+/// live always fits an `i64` too.
+fn expiry_in(v: i64, unit: Unit) -> Result<Option<Instant>, ()> {
+    let ms = match unit {
+        Unit::Seconds => v.checked_mul(1000).ok_or(())?,
+        Unit::Millis => v,
+    };
+    if ms > i64::MAX - unix_millis() {
+        return Err(());
+    }
+    if ms <= 0 {
+        return Ok(None);
+    }
+    Instant::now()
+        .checked_add(Duration::from_millis(ms.unsigned_abs()))
+        .map(Some)
+        .ok_or(())
+}
+
 /// `EXPIRE key seconds`, `PEXPIRE key milliseconds`: a deadline not in the
-/// future deletes the key.
+/// future deletes the key; one out of range (see [`expiry_in`]) is refused
+/// whether the key exists or not, and leaves the key as it was.
 fn expire(a: &Args<'_>, spec: &Spec, out: &mut Vec<u8>) {
     let Some(v) = resp::parse_i64(a.get(2)) else {
         return resp::error(out, NOT_INT);
     };
-    let key = a.get(1);
-    if v <= 0 {
-        let removed = STORE.shard(key).remove(key);
-        return resp::int(out, removed.into());
-    }
-    let unit_ms = if spec.cmd == Cmd::Expire { 1000 } else { 1 };
-    let Some(at) = v
-        .checked_mul(unit_ms)
-        .and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms as u64)))
-    else {
-        let _ = write!(
-            out,
-            "-ERR invalid expire time in '{}' command\r\n",
-            spec.name
-        );
-        return;
+    let unit = if spec.cmd == Cmd::Expire {
+        Unit::Seconds
+    } else {
+        Unit::Millis
     };
-    let set = STORE.shard(key).set_expiry(key, Some(at));
-    resp::int(out, set.into());
+    let key = a.get(1);
+    match expiry_in(v, unit) {
+        Ok(Some(at)) => {
+            let set = STORE.shard(key).set_expiry(key, Some(at));
+            resp::int(out, set.into());
+        }
+        Ok(None) => {
+            let removed = STORE.shard(key).remove(key);
+            resp::int(out, removed.into());
+        }
+        Err(()) => {
+            let _ = write!(
+                out,
+                "-ERR invalid expire time in '{}' command\r\n",
+                spec.name
+            );
+        }
+    }
+}
+
+/// The time to live of a key whose deadline is `at`, in milliseconds, or
+/// in seconds rounded to the nearest (as redis-server rounds them).
+fn ttl(at: Instant, unit: Unit) -> i64 {
+    let ms = at.saturating_duration_since(Instant::now()).as_millis();
+    let n = match unit {
+        Unit::Millis => ms,
+        Unit::Seconds => (ms + 500) / 1000,
+    };
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// What `COMMAND` says about one command.

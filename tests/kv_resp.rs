@@ -194,14 +194,18 @@ fn parse_all(input: &[u8]) -> (Vec<Vec<Vec<u8>>>, End) {
     }
 }
 
-/// As [`parse_all`], with the bytes arriving in random chunks and a parse
-/// attempted only once the buffer holds `need` bytes, as the server does.
+/// As [`parse_all`], with the bytes arriving in random chunks and parsed
+/// by one resumable [`resp::Parser`], as the server does: for half the
+/// streams a parse is attempted only once the buffer holds `need` bytes (as
+/// the server does), for the other half after every chunk, so that the
+/// parser resumes from every point of a command.
 fn parse_chunked(input: &[u8], rng: &mut Rng) -> (Vec<Vec<Vec<u8>>>, End) {
     let mut cmds = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
+    let gate = rng.chance(2);
     let mut need = 1;
     let mut fed = 0;
-    let mut args = Vec::new();
+    let mut parser = resp::Parser::new();
     while fed < input.len() {
         let most = if rng.chance(3) { 8 } else { 600 };
         let n = 1 + rng.below(most);
@@ -209,14 +213,16 @@ fn parse_chunked(input: &[u8], rng: &mut Rng) -> (Vec<Vec<Vec<u8>>>, End) {
         buf.extend_from_slice(&input[fed..fed + n]);
         fed += n;
         let mut at = 0;
-        while buf.len() - at >= need {
-            match resp::parse(&buf[at..], &mut args) {
+        while buf.len() - at >= if gate { need } else { 1 } {
+            match parser.parse(&buf[at..]) {
                 Ok(Parsed::Command { len }) => {
+                    let args = parser.args();
                     cmds.push(args.iter().map(|r| buf[at..][r.clone()].to_vec()).collect());
                     at += len;
                     need = 1;
                 }
                 Ok(Parsed::Incomplete { need: n }) => {
+                    assert!(n > buf.len() - at, "need {n} not beyond what is held");
                     need = n;
                     break;
                 }
@@ -551,4 +557,96 @@ fn integers_parse_as_redis_writes_them() {
             String::from_utf8_lossy(bad)
         );
     }
+}
+
+/// A command of `n` one-byte arguments, as `MGET a b c ...`.
+fn many_small_args(n: usize) -> Vec<u8> {
+    let mut cmd = format!("*{}\r\n$4\r\nMGET\r\n", n + 1).into_bytes();
+    for i in 0..n {
+        cmd.extend_from_slice(b"$1\r\n");
+        cmd.push(b'a' + (i % 26) as u8);
+        cmd.extend_from_slice(b"\r\n");
+    }
+    cmd
+}
+
+/// Feeds `cmd` to one parser `chunk` bytes at a time, parsing after every
+/// piece; the parser's work once the command is whole.
+fn examined_in_pieces(cmd: &[u8], chunk: usize) -> u64 {
+    let mut parser = resp::Parser::new();
+    let mut held = 0;
+    loop {
+        held = (held + chunk).min(cmd.len());
+        match parser.parse(&cmd[..held]) {
+            Ok(Parsed::Command { len }) => {
+                assert_eq!((len, held), (cmd.len(), cmd.len()));
+                return parser.examined();
+            }
+            Ok(Parsed::Incomplete { need }) => assert!(need > held && held < cmd.len()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn a_command_sent_in_small_pieces_costs_work_linear_in_its_size() {
+    // 250,000 arguments (1.75 MB) in 2 KiB pieces: a parser that started
+    // again from the command's first byte at every piece would look at
+    // half the command on average at each of about 850 pieces.
+    let cmd = many_small_args(250_000);
+    let whole = examined_in_pieces(&cmd, cmd.len());
+    assert!(
+        whole <= cmd.len() as u64,
+        "{whole} bytes looked at to parse {} at once",
+        cmd.len()
+    );
+    for chunk in [2048, 100, 7, 1] {
+        let pieces = examined_in_pieces(&cmd, chunk);
+        // Each piece may cost one argument's header looked at again.
+        let bound = whole + (cmd.len() / chunk + 1) as u64 * (MAX_LINE as u64 + 3);
+        assert!(
+            pieces <= bound,
+            "{pieces} bytes looked at in {chunk}-byte pieces, {whole} at once \
+             (bound {bound}) for a {}-byte command",
+            cmd.len()
+        );
+    }
+    // The arguments are all there, in order.
+    let mut parser = resp::Parser::new();
+    for held in (0..cmd.len()).step_by(2048) {
+        assert!(matches!(
+            parser.parse(&cmd[..held]),
+            Ok(Parsed::Incomplete { .. })
+        ));
+    }
+    assert_eq!(parser.parse(&cmd), Ok(Parsed::Command { len: cmd.len() }));
+    let args = parser.args();
+    assert_eq!(args.len(), 250_001);
+    assert_eq!(&cmd[args[0].clone()], b"MGET");
+    for (i, a) in args[1..].iter().enumerate() {
+        assert_eq!(cmd[a.clone()], [b'a' + (i % 26) as u8]);
+    }
+}
+
+#[test]
+fn a_long_inline_line_sent_in_pieces_is_scanned_once() {
+    let mut line = vec![b'x'; MAX_INLINE - 100];
+    line[10] = b' ';
+    line.extend_from_slice(b"\r\n");
+    let mut parser = resp::Parser::new();
+    for held in 1..line.len() {
+        assert!(matches!(
+            parser.parse(&line[..held]),
+            Ok(Parsed::Incomplete { .. })
+        ));
+    }
+    assert_eq!(parser.parse(&line), Ok(Parsed::Command { len: line.len() }));
+    assert_eq!(parser.args(), &[0..10, 11..line.len() - 2]);
+    // Each byte found to be no `\n` once, then the whole line split once.
+    assert!(
+        parser.examined() <= 2 * line.len() as u64,
+        "{} bytes looked at for a {}-byte line",
+        parser.examined(),
+        line.len()
+    );
 }

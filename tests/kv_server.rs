@@ -430,6 +430,120 @@ fn keys_expire_and_report_their_time_to_live() {
     server.stop();
 }
 
+/// `TTL key` and `PTTL key`, which must be numbers.
+fn ttls(c: &mut Client, key: &str) -> (i64, i64) {
+    match (c.cmd(&["TTL", key]), c.cmd(&["PTTL", key])) {
+        (Int(s), Int(ms)) => (s, ms),
+        other => panic!("TTL and PTTL of {key}: {other:?}"),
+    }
+}
+
+#[test]
+fn expiry_times_out_of_range_are_refused_as_redis_refuses_them() {
+    // Each answer as redis-server 7.0 gives it: a time to live, in
+    // milliseconds, must fit an i64, and so must the deadline in
+    // milliseconds since the Unix epoch.
+    const MAX: &str = "9223372036854775807"; // i64::MAX
+    const MIN: &str = "-9223372036854775808"; // i64::MIN
+    let server = Server::start(SERVER, &[]);
+    let mut c = Client::new(&server);
+    let invalid = |cmd: &str| Error(format!("ERR invalid expire time in '{cmd}' command"));
+
+    // Refused, and the key left as it was: no deadline.
+    let refused: &[(&str, &str)] = &[
+        ("PEXPIRE", MAX),
+        ("PEXPIRE", "9223372036854775806"),
+        ("EXPIRE", MAX),
+        ("EXPIRE", MIN),
+        ("EXPIRE", "9223372036854775"), // i64::MAX / 1000: fits as ms, not once now is added
+        ("EXPIRE", "9223372036854776"),
+        ("EXPIRE", "-9223372036854776"), // below i64::MIN / 1000
+    ];
+    for &(cmd, v) in refused {
+        assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+        assert_eq!(
+            c.cmd(&[cmd, "k", v]),
+            invalid(&cmd.to_lowercase()),
+            "{cmd} k {v}"
+        );
+        assert_eq!(ttls(&mut c, "k"), (-1, -1), "after {cmd} k {v}");
+        assert_eq!(c.cmd(&["GET", "k"]), bulk("v"), "after {cmd} k {v}");
+        // Refused before the key is looked up.
+        assert_eq!(c.cmd(&[cmd, "missing", v]), invalid(&cmd.to_lowercase()));
+    }
+
+    // Not in the future: the key is deleted.
+    let deleted: &[(&str, &str)] = &[
+        ("PEXPIRE", MIN),
+        ("PEXPIRE", "0"),
+        ("PEXPIRE", "-1"),
+        ("EXPIRE", "0"),
+        ("EXPIRE", "-1"),
+        ("EXPIRE", "-9223372036854775"), // i64::MIN / 1000
+    ];
+    for &(cmd, v) in deleted {
+        assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+        assert_eq!(c.cmd(&[cmd, "k", v]), Int(1), "{cmd} k {v}");
+        assert_eq!(ttls(&mut c, "k"), (-2, -2), "after {cmd} k {v}");
+        assert_eq!(c.cmd(&[cmd, "missing", v]), Int(0), "{cmd} missing {v}");
+    }
+
+    // Far, but in range: the time to live is reported whole.
+    assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(c.cmd(&["PEXPIRE", "k", "9223370000000000000"]), Int(1));
+    let (s, ms) = ttls(&mut c, "k");
+    assert!(
+        (9_223_369_999_999_000..=9_223_370_000_000_000).contains(&s),
+        "TTL {s}"
+    );
+    assert!(
+        (9_223_369_999_000_000_000..=9_223_370_000_000_000_000).contains(&ms),
+        "PTTL {ms}"
+    );
+    assert_eq!(c.cmd(&["SET", "k", "v", "KEEPTTL"]), ok());
+    assert_eq!(ttls(&mut c, "k").0, s);
+    assert_eq!(c.cmd(&["SET", "k", "v", "PX", "9223372036854775"]), ok());
+    let (s, _) = ttls(&mut c, "k");
+    assert!(
+        (9_223_372_036_000..=9_223_372_036_855).contains(&s),
+        "TTL {s}"
+    );
+
+    // SET refuses a deadline not in the future, as well as one out of range,
+    // and the key keeps its value and its (lack of) deadline.
+    let set_refused: &[(&str, &str)] = &[
+        ("EX", "0"),
+        ("EX", "-1"),
+        ("EX", MIN),
+        ("EX", MAX),
+        ("EX", "9223372036854775"),
+        ("PX", "0"),
+        ("PX", "-1"),
+        ("PX", MIN),
+        ("PX", MAX),
+        ("PX", "9223372036854775806"),
+    ];
+    for &(opt, v) in set_refused {
+        assert_eq!(c.cmd(&["SET", "k", "old"]), ok());
+        assert_eq!(
+            c.cmd(&["SET", "k", "new", opt, v]),
+            invalid("set"),
+            "SET {opt} {v}"
+        );
+        assert_eq!(c.cmd(&["GET", "k"]), bulk("old"), "after SET {opt} {v}");
+        assert_eq!(ttls(&mut c, "k"), (-1, -1), "after SET {opt} {v}");
+    }
+    for opt in ["EX", "PX"] {
+        assert_eq!(
+            c.cmd(&["SET", "k", "new", opt, "soon"]),
+            Error("ERR value is not an integer or out of range".into())
+        );
+    }
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("old"));
+    c.ping();
+    server.stop();
+}
+
 #[test]
 fn the_sweeper_removes_expired_keys_nobody_reads() {
     let server = Server::start(SERVER, &[]);
