@@ -238,7 +238,7 @@ fn tasks_queued_behind_a_cpu_hog_are_rescued() {
     for _ in 0..3 {
         let s = rx
             .recv_timeout(Duration::from_secs(10))
-            .expect("a queued task was never rescued");
+            .unwrap_or_else(|_| panic!("a queued task was never rescued: {:?}", sched.stats()));
         assert_ne!(s.thread, h.thread);
     }
     stop.store(true, Ordering::Relaxed);
@@ -431,4 +431,127 @@ fn a_migratable_started_task_woken_behind_a_blocked_processer_is_rescued() {
     let (home, ran_on, was_released) = woken_behind_a_blocked_processer(true);
     assert_ne!(home, ran_on, "the task was not rescued");
     assert!(!was_released, "it ran only after its Processer was let go");
+}
+
+/// Every task blocks its thread in the kernel for a while, so every
+/// Processer keeps blocking with a queue behind it, and the tasks moved
+/// off one land behind another that blocks in turn. A task moved once
+/// stays where it was moved until it has run (for `block_timeout`, here
+/// longer than the whole run): each task is moved at most once per run,
+/// not once per block of every Processer it is moved to.
+#[test]
+fn tasks_moved_behind_processers_that_keep_blocking_are_not_moved_again_and_again() {
+    const TASKS: u64 = 300;
+    let sched = Scheduler::builder()
+        .min_threads(3)
+        .max_threads(3)
+        .block_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let ran = ran.clone();
+            sched.spawn(move || {
+                common::block_thread_in_kernel(Duration::from_millis(2));
+                ran.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), TASKS as usize);
+    let s = sched.stats();
+    assert!(s.blocked_detections >= 1, "no block was detected: {s:?}");
+    // Each task runs once, so it may be moved once; the hold outlasts the
+    // run, so none is moved again.
+    assert!(
+        s.tasks_rescued <= TASKS,
+        "{} moves for {TASKS} tasks ({} of tasks moved before and not run since)",
+        s.tasks_rescued,
+        s.tasks_moved_again
+    );
+    assert_eq!(s.tasks_moved_again, 0);
+    sched.shutdown();
+}
+
+/// Pins the calling thread (and the threads it starts from now on) to CPU 0.
+fn pin_to_cpu0() {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes a bit of
+    // it; sched_setaffinity reads it for the calling thread.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        r,
+        0,
+        "sched_setaffinity: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// A CPU hog on a loaded CPU: the process is held to one CPU that two busy
+/// threads share with the hog, which gets about a third of it. The hog has
+/// burned `block_timeout` of CPU long before it ends, and a task queued
+/// behind it starts on another thread, not when the hog ends. (A rule that
+/// asks the hog for half of the wall time never catches it there.) Runs in
+/// a child process: the CPU affinity is the whole process's.
+#[test]
+fn a_task_queued_behind_a_cpu_hog_on_a_loaded_cpu_is_rescued_before_the_hog_ends() {
+    const TEST: &str =
+        "a_task_queued_behind_a_cpu_hog_on_a_loaded_cpu_is_rescued_before_the_hog_ends";
+    common::in_child(TEST, || {
+        pin_to_cpu0();
+        let stop = Arc::new(AtomicBool::new(false));
+        let load: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let sched = Scheduler::builder()
+            .min_threads(1)
+            .max_threads(2)
+            .block_timeout(Duration::from_millis(20))
+            .build()
+            .unwrap();
+        let hog_for = Duration::from_secs(4);
+        let (tx, rx) = mpsc::channel();
+        let hog = {
+            let tx = tx.clone();
+            sched.spawn(move || {
+                let s = started();
+                let end = s.at + hog_for;
+                tx.send(s).unwrap();
+                while Instant::now() < end {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let h = rx.recv().unwrap();
+        let queued = sched.spawn(move || tx.send(started()).unwrap());
+        let s = rx.recv().unwrap();
+        let waited = s.at.duration_since(h.at);
+        println!("figure: the queued task started {waited:?} after the hog");
+        assert_ne!(s.thread, h.thread, "it ran on the hog's thread");
+        assert!(
+            waited < hog_for / 2,
+            "the queued task started {waited:?} after the hog began ({hog_for:?} long)"
+        );
+        queued.join().unwrap();
+        hog.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        for t in load {
+            t.join().unwrap();
+        }
+        assert!(sched.stats().blocked_detections >= 1);
+        sched.shutdown();
+    });
 }

@@ -58,17 +58,45 @@ fn in_task_with_a_witness<T: Send + 'static>(
     (r, took, witness.join().unwrap())
 }
 
+/// Runs `wait(timeout)` with [`in_task_with_a_witness`] and checks that it
+/// times out, never early, and that the witness ran meanwhile: the thread
+/// was free.
+///
+/// The witness can only run once the waiter has parked, and the waiter's
+/// deadline runs from the call: a thread held up between the two for the
+/// whole timeout (preempted on a loaded machine, or paging in code on a
+/// cold one) finds its deadline passed, times out without parking, and the
+/// witness never runs, although nothing held the thread. So a round with
+/// no witness turn is tried again with a four times longer timeout, twice:
+/// a wait that holds the thread fails every round, whatever the timeout.
+/// Needs no free core: one busy core only stretches the rounds.
+fn times_out_leaving_the_thread_free(
+    s: &Scheduler,
+    wait: impl Fn(Duration) -> Result<(), ErrorKind> + Send + Sync + 'static,
+) {
+    let wait = Arc::new(wait);
+    let mut timeout = Duration::from_millis(100);
+    for round in 0..3 {
+        let w = wait.clone();
+        let (res, took, during) = in_task_with_a_witness(s, move || w(timeout));
+        assert_eq!(res, Err(ErrorKind::TimedOut));
+        assert!(took >= timeout, "early: {took:?}");
+        if during > 0 {
+            return;
+        }
+        println!("round {round}: no witness turn in a {timeout:?} wait taking {took:?}");
+        timeout *= 4;
+    }
+    panic!("the waiting task held the thread in every round");
+}
+
 #[test]
 fn wait_readable_on_a_pipe_times_out_in_a_task_and_leaves_the_thread_free() {
     let s = sched("wr-to", 1);
     let (r, _w) = pipe();
-    let timeout = Duration::from_millis(100);
-    let (res, took, during) = in_task_with_a_witness(&s, move || {
+    times_out_leaving_the_thread_free(&s, move |timeout| {
         wait_readable(&r, Some(timeout)).map_err(|e| e.kind())
     });
-    assert_eq!(res, Err(ErrorKind::TimedOut));
-    assert!(took >= timeout, "early: {took:?}");
-    assert!(during > 0, "the waiting task held the thread");
     s.shutdown();
 }
 
@@ -126,12 +154,9 @@ fn wait_writable_on_a_full_pipe_times_out_then_succeeds_once_drained() {
     let w = Arc::new(w);
     let timeout = Duration::from_millis(100);
     let w2 = w.clone();
-    let (res, took, during) = in_task_with_a_witness(&s, move || {
+    times_out_leaving_the_thread_free(&s, move |timeout| {
         wait_writable(&*w2, Some(timeout)).map_err(|e| e.kind())
     });
-    assert_eq!(res, Err(ErrorKind::TimedOut));
-    assert!(took >= timeout, "early: {took:?}");
-    assert!(during > 0, "the waiting task held the thread");
     // A parked writer wakes when the reader drains the pipe.
     let (tx, rx) = mpsc::channel();
     let w3 = w.clone();
@@ -274,12 +299,8 @@ fn wait_readable_on_a_registered_gofer_socket_parks_the_task() {
     wait_parked(&s, "the reader parks");
     b.write_all(b"1").unwrap();
     first.join().unwrap();
-    let timeout = Duration::from_millis(100);
-    let (res, took, during) = in_task_with_a_witness(&s, move || {
+    times_out_leaving_the_thread_free(&s, move |timeout| {
         wait_readable(&*a, Some(timeout)).map_err(|e| e.kind())
     });
-    assert_eq!(res, Err(ErrorKind::TimedOut));
-    assert!(took >= timeout, "early: {took:?}");
-    assert!(during > 0, "the waiting task held the thread");
     s.shutdown();
 }

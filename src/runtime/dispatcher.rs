@@ -24,15 +24,18 @@
 //!      sample that finds some suspect runnable but starved of CPU does not
 //!      count for the others (a preempted lock holder); see [`judge`];
 //!    - *hog*: it has held for `block_timeout` (default 10 ms) and its thread
-//!      used at least half of that time on a CPU: a long computation. A
-//!      thread starved of CPU by the OS is not the task's fault, and moving
-//!      tasks off it would not find them a free CPU either. The CPU time
-//!      is measured over at least one interval.
+//!      has used at least half of `block_timeout` on a CPU since the first
+//!      suspect sample: a long computation. CPU time used, not its share
+//!      of the wall time: on a loaded machine a hog gets a fraction of a
+//!      CPU, and the work queued behind it gets none until it moves. A
+//!      thread the OS kept off the CPU (or a Dispatcher kept off it, that
+//!      samples late) has used none, and is not taken for a hog.
 //!
-//!    With the defaults (100 us interval) a kernel-blocked Processer is
-//!    caught about 0.5 ms after it blocked (`benches/blocking.rs`), and a
-//!    CPU-bound one after 10 ms, so short computations are never mistaken
-//!    for blocked threads.
+//!    A kernel-blocked Processer is caught a few intervals after it blocked
+//!    (`benches/blocking.rs` measures it), and a CPU-bound one after
+//!    `block_timeout` on an idle machine (later on a loaded one, by its
+//!    share of a CPU), so short computations are never mistaken for
+//!    blocked threads.
 //! 3. **Rescue.** Every task in a blocked Processer's new and runnable
 //!    queues (never the running one, never pinned ones, which live in
 //!    separate queues) is stolen and handed round-robin to the active
@@ -128,6 +131,26 @@
 //! the pushers take no fence for it, since the local spawn path is the
 //! hottest in the runtime.
 //!
+//! # Moving a task again
+//!
+//! A rescue moves a task so that it runs sooner; it must not make the task
+//! churn. When every Processer keeps blocking (each task takes a pooled
+//! connection that blocks the thread, say), the tasks moved off one land
+//! behind another that blocks in turn, and were moved again at each of its
+//! blocks: many moves per task, none of them bringing its run nearer. So
+//! a task moved by a rescue (`TaskHeader::moved_at`, cleared when it runs)
+//! stays where it was moved for `block_timeout` after that move, however
+//! often that Processer blocks meanwhile; only after that may a rescue move
+//! it again (counted in `Stats::tasks_moved_again`). Each task is then
+//! moved at most once per run, plus once per `block_timeout` that it waits
+//! behind Processers held that long: the hog rule's bound on a hold, so a
+//! task left behind a Processer that stays blocked still moves on. A
+//! blocked Processer whose queues hold only such tasks, as many as at the
+//! last rescue, is not emptied again until the first may go ([`Held`]).
+//! The moved tasks' targets are not filtered further: a Processer that is
+//! healthy at the sample is the best guess available, and the hold bounds
+//! the cost of a wrong one.
+//!
 //! Every duration sum and product here saturates: the builder bounds the
 //! settings (`dispatch_interval` at most 1 s), and the Dispatcher does not
 //! rely on that to stay alive.
@@ -194,6 +217,9 @@ pub(crate) struct DispatchState {
     pub(crate) detections: AtomicU64,
     /// Tasks moved off blocked Processers.
     pub(crate) rescued: AtomicU64,
+    /// Of `rescued`, moves of tasks moved before and not run since (after
+    /// their hold: see "Moving a task again").
+    pub(crate) moved_again: AtomicU64,
     /// The Dispatcher is parked until a Processer wakes up.
     ///
     /// ```text
@@ -355,6 +381,20 @@ struct View {
     /// Consecutive suspect samples that found the thread asleep in the
     /// kernel having used under a quarter of the interval's CPU time.
     sleepy: u8,
+    /// While blocked: the last rescue left only moved tasks that must stay
+    /// in its queues (see [`Held`]).
+    held: Option<Held>,
+}
+
+/// What the last rescue from a blocked Processer left behind: only tasks
+/// moved there by an earlier rescue that have not run since, which stay
+/// until `until` (the first of them may go then).
+#[derive(Clone, Copy)]
+struct Held {
+    /// How many: its movable queue length right after the rescue.
+    queued: usize,
+    /// When the first of them may be moved again.
+    until: Instant,
 }
 
 impl View {
@@ -366,7 +406,20 @@ impl View {
             first_cpu: None,
             last_cpu: None,
             sleepy: 0,
+            held: None,
         }
+    }
+
+    /// Whether a rescue from this blocked Processer would find only the
+    /// moved tasks the last one left, none of them free to go yet: its
+    /// movable queues hold as many tasks as then, and nothing was placed
+    /// on it. A blocked Processer takes nothing from its queues, so an
+    /// unchanged length means nothing arrived. Saves taking the same tasks
+    /// out and pushing them back at every cycle.
+    fn only_held(&self, p: &ProcesserShared, now: Instant) -> bool {
+        self.held.is_some_and(|h| {
+            now < h.until && queued_movable(p) == h.queued && p.placed.load(Ordering::Relaxed) == 0
+        })
     }
 
     /// Starts over: `switches` first seen now. (Writes only what changed:
@@ -374,10 +427,15 @@ impl View {
     fn reset(&mut self, switches: u64, now: Instant) {
         self.switches = switches;
         self.since = now;
-        if self.first_cpu.is_some() || self.last_cpu.is_some() || self.sleepy != 0 {
+        if self.first_cpu.is_some()
+            || self.last_cpu.is_some()
+            || self.sleepy != 0
+            || self.held.is_some()
+        {
             self.first_cpu = None;
             self.last_cpu = None;
             self.sleepy = 0;
+            self.held = None;
         }
     }
 }
@@ -399,6 +457,8 @@ struct Sample {
 
 struct Dispatcher {
     shared: Arc<Shared>,
+    /// When the Dispatcher started: the origin of `TaskHeader::moved_at`.
+    epoch: Instant,
     /// When the previous sample was taken.
     last_sample: Instant,
     /// One view per Processer, in table order (by slot index): `views[i]`
@@ -425,6 +485,7 @@ impl Dispatcher {
     fn new(shared: Arc<Shared>) -> Dispatcher {
         Dispatcher {
             shared,
+            epoch: Instant::now(),
             last_sample: Instant::now(),
             views: Vec::new(),
             blocked: Vec::new(),
@@ -434,6 +495,12 @@ impl Dispatcher {
             due: Vec::new(),
             fired: Vec::new(),
         }
+    }
+
+    /// `now` as a `TaskHeader::moved_at` stamp: nanoseconds since `epoch`
+    /// plus one (never 0, which means "not moved").
+    fn stamp(&self, now: Instant) -> u64 {
+        duration_nanos(now.saturating_duration_since(self.epoch)).saturating_add(1)
     }
 
     /// Whether the Dispatcher should leave: the scheduler stopped, or it is
@@ -653,27 +720,28 @@ impl Dispatcher {
             return;
         }
         // The ones `sample` found blocked (a Processer may have cleared its
-        // own mark since, at its next switch).
-        let blocked: Vec<&Arc<ProcesserShared>> = self
+        // own mark since, at its next switch), less those whose queue holds
+        // only moved tasks that must stay, as at the last look (see
+        // `View::held`).
+        let now = Instant::now();
+        let blocked: Vec<usize> = self
             .blocked
             .iter()
-            .map(|&i| &procs[i])
-            .filter(|p| p.blocked.load(Ordering::Relaxed))
+            .copied()
+            .filter(|&i| procs[i].blocked.load(Ordering::Relaxed))
+            .filter(|&i| !self.views[i].only_held(&procs[i], now))
             .collect();
         if blocked.is_empty() {
             return;
         }
-        let waiting: usize = blocked
-            .iter()
-            .map(|p| p.new.len() + p.stealer.len() + usize::from(p.runnext.is_occupied()))
-            .sum();
+        let waiting: usize = blocked.iter().map(|&i| queued_movable(&procs[i])).sum();
         // Fresh tasks placed on a blocked Processer wait in its pinned queue
         // among the wake-ups of tasks bound there (see `steal_all`): worth a
         // look when some Processer can take them, not a new thread, since
         // most of that queue may have to stay.
         let placed = blocked
             .iter()
-            .any(|p| p.placed.load(Ordering::Relaxed) != 0);
+            .any(|&i| procs[i].placed.load(Ordering::Relaxed) != 0);
         if waiting == 0 && !placed {
             return;
         }
@@ -695,10 +763,40 @@ impl Dispatcher {
                 return;
             }
         }
+        let hold = s.config.block_timeout;
+        let stamp = self.stamp(now);
         let mut tasks: Vec<Runnable> = Vec::new();
-        for p in &blocked {
+        let mut stay: Vec<Runnable> = Vec::new();
+        let mut again = 0u64;
+        for &i in &blocked {
+            let p = &procs[i];
             let before = tasks.len();
-            let kept = steal_all(p, &mut tasks);
+            let mut kept = steal_all(p, &mut tasks);
+            // A task moved here by an earlier rescue that has not run since
+            // stays for `hold` after that move: moving it again would only
+            // churn when every Processer keeps blocking (see "Moving a task
+            // again" in the module docs).
+            let mut first_free: Option<u64> = None;
+            let taken: Vec<Runnable> = tasks.drain(before..).collect();
+            for t in taken {
+                let at = t.header().moved_at.load(Ordering::Relaxed);
+                if at != 0 && stamp.saturating_sub(at) < duration_nanos(hold) {
+                    let free_at = at.saturating_add(duration_nanos(hold));
+                    first_free = Some(first_free.map_or(free_at, |f| f.min(free_at)));
+                    stay.push(t);
+                } else {
+                    again += u64::from(at != 0);
+                    tasks.push(t);
+                }
+            }
+            // Until the first of them may go, and while nothing else
+            // arrives, the next cycles need not take them out again.
+            self.views[i].held = first_free.map(|f| Held {
+                queued: stay.len(),
+                until: self.epoch + Duration::from_nanos(f.saturating_sub(1)),
+            });
+            // Back in order, after the pinned tasks that must stay.
+            kept.append(&mut stay);
             // Pushed back as any push from another thread, then woken: the
             // owner may have unblocked meanwhile, found its pinned queue
             // empty (we held its tasks) and gone to sleep.
@@ -707,6 +805,12 @@ impl Dispatcher {
             }
             p.rescued
                 .fetch_add((tasks.len() - before) as u64, Ordering::Relaxed);
+        }
+        for t in &tasks {
+            t.header().moved_at.store(stamp, Ordering::Relaxed);
+        }
+        if again != 0 {
+            s.dispatch.moved_again.fetch_add(again, Ordering::Relaxed);
         }
         if tasks.is_empty() {
             return;
@@ -946,7 +1050,7 @@ fn judge(
         Wait::Asleep | Wait::Unjudged => {}
         Wait::Starved | Wait::Other => v.sleepy = 0,
     }
-    let (t0, c0) = *v.first_cpu.get_or_insert((now, cpu));
+    let (_, c0) = *v.first_cpu.get_or_insert((now, cpu));
     if cfg.kernel_block_detection
         && v.sleepy >= KERNEL_SAMPLES
         && held >= cfg.dispatch_interval.saturating_mul(2)
@@ -954,14 +1058,15 @@ fn judge(
         return true;
     }
     // A hog burns CPU; a thread that merely waits for a CPU (preempted) is
-    // neither blocked nor a hog. The CPU time is measured over at least an
-    // interval: at the first sample of a suspect the window is empty, and
-    // an empty window proves nothing (a Dispatcher that was itself kept
-    // off the CPU for `block_timeout` once took every suspect for a hog).
-    let window = now.saturating_duration_since(t0);
-    let busy =
-        window >= cfg.dispatch_interval && cpu.saturating_sub(c0).saturating_mul(2) >= window;
-    held >= cfg.block_timeout && busy
+    // neither blocked nor a hog. What counts is the CPU time the thread has
+    // used since the first suspect sample, not its share of the wall time:
+    // on a loaded machine a hog gets a fraction of a CPU, and the tasks
+    // queued behind it get none of it until they move, however long the
+    // hog runs. So a task that has held the thread for `block_timeout` and
+    // burned half of that on a CPU without a switch is a hog, at whatever
+    // share; a thread that got no CPU (the Dispatcher itself kept off the
+    // CPU, or the suspect preempted) has burned none, and is not.
+    held >= cfg.block_timeout && cpu.saturating_sub(c0).saturating_mul(2) >= cfg.block_timeout
 }
 
 /// Whether `p`'s thread sits in a page fault, or in a system call that
@@ -1082,6 +1187,17 @@ fn deliver_fired(
     } else {
         hand_out(s, &mut active, free);
     }
+}
+
+/// Tasks in `p`'s new and runnable queues and next-task slot: what a rescue
+/// may move (besides fresh tasks placed in its pinned queue).
+fn queued_movable(p: &ProcesserShared) -> usize {
+    p.new.len() + p.stealer.len() + usize::from(p.runnext.is_occupied())
+}
+
+/// `d` in nanoseconds, saturating.
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Processers that can take rescued work: not blocked, not leaving, and run

@@ -207,6 +207,9 @@ impl ProcLocal {
         if n.header().home.load(Ordering::Relaxed) != self.p.index {
             n.header().home.store(self.p.index, Ordering::Relaxed);
         }
+        if n.header().moved_at.load(Ordering::Relaxed) != 0 {
+            n.header().moved_at.store(0, Ordering::Relaxed);
+        }
         let Some(t) = self.switched_in.replace(Some(n)) else {
             crate::coroutine::overflow::fatal("a direct switch with no task switched in");
         };
@@ -249,6 +252,10 @@ impl ProcLocal {
         let header = t.header().as_ptr();
         if t.header().home.load(Ordering::Relaxed) != self.p.index {
             t.header().home.store(self.p.index, Ordering::Relaxed);
+        }
+        // It runs: a rescue may move it again (see `TaskHeader::moved_at`).
+        if t.header().moved_at.load(Ordering::Relaxed) != 0 {
+            t.header().moved_at.store(0, Ordering::Relaxed);
         }
         let mut slot: EntrySlot = None;
         let mut first_run = false;

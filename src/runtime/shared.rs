@@ -638,6 +638,7 @@ impl Shared {
             blocked: processers.iter().filter(|p| p.blocked).count(),
             blocked_detections: d.detections.load(Ordering::Relaxed),
             tasks_rescued: d.rescued.load(Ordering::Relaxed),
+            tasks_moved_again: d.moved_again.load(Ordering::Relaxed),
             threads_started: self.threads_started.load(Ordering::Relaxed),
             threads_retired: self.threads_retired.load(Ordering::Relaxed),
             live_stacks: stack::live_stacks(),

@@ -26,6 +26,12 @@ pub struct Stats {
     pub blocked_detections: u64,
     /// Tasks the Dispatcher moved off blocked Processers.
     pub tasks_rescued: u64,
+    /// Of `tasks_rescued`, moves of a task that an earlier rescue had moved
+    /// and that had not run since. Such a task stays where it was moved
+    /// for `block_timeout` after that move, however often that Processer
+    /// blocks meanwhile, so this count grows only while Processers stay
+    /// blocked longer than that (see ARCHITECTURE.md, "Dispatcher").
+    pub tasks_moved_again: u64,
     /// Processer threads started (core ones included).
     pub threads_started: u64,
     /// Extra Processer threads that exited after being idle.

@@ -218,6 +218,14 @@ pub(crate) struct TaskHeader {
     /// Index of the Processer that last ran the task; a hint for routing
     /// wake-ups from other threads. Relaxed: any value is a valid hint.
     pub(crate) home: AtomicUsize,
+    /// When the Dispatcher last moved the task off a blocked Processer, as
+    /// nanoseconds since that Dispatcher's start plus one; 0 once the task
+    /// has run since (or was never moved). Written by the holder of the
+    /// execution right (the Dispatcher as it moves the task, the Processer
+    /// that runs it), so Relaxed suffices. A moved task is not moved again
+    /// before it has run, for `block_timeout` (see ARCHITECTURE.md,
+    /// "Dispatcher").
+    pub(crate) moved_at: AtomicU64,
     /// Guarded by the execution right (the [`Runnable`] token).
     run: UnsafeCell<RunState>,
     /// Coroutine-local values; touched only by the task itself while it runs.
@@ -284,6 +292,7 @@ impl TaskHeader {
             shared,
             park: ParkState::new(),
             home: AtomicUsize::new(NO_HOME),
+            moved_at: AtomicU64::new(0),
             run: UnsafeCell::new(RunState {
                 ctx: None,
                 stack: None,
