@@ -30,6 +30,8 @@ pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod direct;
 pub(crate) mod dispatcher;
+mod dispatcher_detect;
+mod dispatcher_rescue;
 pub(crate) mod idle;
 pub(crate) mod io;
 pub(crate) mod live;
