@@ -479,6 +479,61 @@ fn the_stall_report_names_two_deadlocked_tasks() {
 }
 
 #[test]
+fn no_stall_is_reported_while_a_pending_timer_will_wake_the_tasks() {
+    const NAME: &str = "no_stall_is_reported_while_a_pending_timer_will_wake_the_tasks";
+    if common::child_scenario().as_deref() == Some(NAME) {
+        let s = Scheduler::builder()
+            .min_threads(1)
+            .stall_report(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        // Two tasks wait on channels only timers send to: a plain one and a
+        // condition timer. Nothing else runs until they fire, long after
+        // the stall report's time.
+        let (tx, rx) = gofer::chan::unbounded::<u32>();
+        let (cond_tx, cond_rx) = gofer::chan::unbounded::<u32>();
+        let a = gofer::Builder::new()
+            .name("woken-by-after")
+            .scheduler(&s)
+            .spawn(move || user_function_that_parks(rx))
+            .unwrap();
+        let b = gofer::Builder::new()
+            .name("woken-by-a-condition-timer")
+            .scheduler(&s)
+            .spawn(move || user_function_that_parks(cond_rx))
+            .unwrap();
+        let target = Arc::new(3u32);
+        gofer::timer::after_on(&s, Duration::from_millis(1200), move || {
+            tx.send(7).unwrap();
+        });
+        gofer::timer::after_if_alive_on(&s, &target, Duration::from_millis(1200), move |t| {
+            cond_tx.send(*t).unwrap();
+        });
+        assert_eq!(a.join().unwrap(), 7);
+        assert_eq!(b.join().unwrap(), 3);
+        drop(target);
+        println!("woken by the timers");
+        s.shutdown();
+        println!("CHILD-OK {NAME}");
+        std::process::exit(0);
+    }
+    let out =
+        common::run_child_watched(NAME, NAME, &[], common::IN_CHILD_LIMIT).expect("the child hung");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains(&format!("CHILD-OK {NAME}")),
+        "{}",
+        common::describe(&out)
+    );
+    assert!(stdout.contains("woken by the timers"), "{stdout}");
+    assert!(
+        !stderr.contains("stall:"),
+        "a stall was reported while timers were pending:\n{stderr}"
+    );
+}
+
+#[test]
 fn a_signal_prints_a_dump_and_the_process_goes_on() {
     const NAME: &str = "a_signal_prints_a_dump_and_the_process_goes_on";
     if common::child_scenario().as_deref() == Some(NAME) {
