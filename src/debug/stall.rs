@@ -8,9 +8,13 @@
 //! stalled. Once they have stood still for the set time and tasks are
 //! alive, it takes a dump, and reports a stall if every task in it is
 //! parked on something no timer and no socket will end (no deadline, no
-//! sleep, no descriptor): only another task or a plain thread can wake
-//! them. It reports once per stall, and again only after the counters
-//! moved.
+//! sleep, no descriptor) and no user timer (`timer::after`, `every` and
+//! their condition forms) is pending: only another task or a plain thread
+//! can wake them. A pending user timer is no task in the dump, but it will
+//! run code that may wake any of them, so while one is registered nothing
+//! is reported. The counters and the timers are looked at again after the
+//! dump, and a dump they moved under is not reported. It reports once per
+//! stall, and again only after the counters moved.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -67,10 +71,15 @@ fn watch(weak: Weak<Shared>, after: Duration) {
             continue;
         }
         let still = still_since.elapsed();
-        if reported || still < after || s.alive.load(Ordering::Relaxed) == 0 {
+        if reported || still < after || s.alive.load(Ordering::Relaxed) == 0 || timer_due(&s) {
             continue;
         }
         let dump = Dump::take(std::slice::from_ref(&s));
+        // A timer that fired while the dump was taken spawned its run
+        // (moving the counters) before it left the registry.
+        if activity(&s) != now_activity || timer_due(&s) {
+            continue;
+        }
         if let Some(n) = stalled(&dump) {
             reported = true;
             // The tasks' own record, when it says longer (they parked
@@ -92,6 +101,11 @@ fn watch(weak: Weak<Shared>, after: Duration) {
             let _ = err.flush();
         }
     }
+}
+
+/// Whether a user timer is pending: it will run code that may wake tasks.
+fn timer_due(s: &Shared) -> bool {
+    s.timers.users_pending() > 0
 }
 
 /// The number of tasks, if every one is parked with nothing due to wake it.

@@ -256,23 +256,95 @@ fn is_root(name: &str) -> bool {
 /// needs: from the innermost frame that is not the runtime's switching
 /// machinery, down to the user's outermost frame, without the task's root
 /// and std's closure glue beneath it.
+///
+/// The user's own code may have no frame of its own: a build without debug
+/// info (cargo's default release profile) has no record of inlined calls,
+/// so a closure inlined into the task's root, or a user function that
+/// tail-calls `sleep`, leaves the library's frames right above the root.
+/// The glue is only cut below the innermost kept frame, so such a stack
+/// still shows where the task waits (`gofer::time::sleep::sleep`, or the
+/// outermost machinery frame when every frame is machinery), never the
+/// walker's own frames.
 pub(crate) fn trim(frames: &[Symbol]) -> &[Symbol] {
     let end = frames
         .iter()
         .position(|f| is_root(&f.name))
         .unwrap_or(frames.len());
-    let mut frames = &frames[..end];
-    // Library glue between the user's closure and the root.
-    while let Some(last) = frames.last() {
-        if frames.len() > 1 && is_library(&last.name) {
-            frames = &frames[..frames.len() - 1];
-        } else {
-            break;
-        }
-    }
+    let frames = &frames[..end];
     let start = frames
         .iter()
         .position(|f| !is_machinery(&f.name))
-        .unwrap_or(0);
-    &frames[start..]
+        .unwrap_or(frames.len().saturating_sub(1));
+    let mut frames = &frames[start..];
+    // Library glue between the user's closure and the root.
+    while frames.len() > 1 && frames.last().is_some_and(|f| is_library(&f.name)) {
+        frames = &frames[..frames.len() - 1];
+    }
+    frames
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{trim, Symbol};
+
+    fn frames(names: &[&str]) -> Vec<Symbol> {
+        names
+            .iter()
+            .map(|n| Symbol {
+                name: (*n).to_owned(),
+                file: None,
+                line: None,
+            })
+            .collect()
+    }
+
+    fn names(f: &[Symbol]) -> Vec<&str> {
+        f.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    const WALKER: [&str; 3] = [
+        "gofer::debug::walk::record",
+        "gofer::debug::walk::walk_on_top",
+        "gofer::coroutine::switch::suspend",
+    ];
+    const ROOT: [&str; 3] = [
+        "gofer::task::join::TaskCell<F,T>::run",
+        "gofer::coroutine::switch::entry",
+        "make_fcontext",
+    ];
+
+    #[test]
+    fn the_users_frames_are_kept_between_the_machinery_and_the_glue() {
+        let mid = [
+            "gofer::task::park::park_deadline_on",
+            "gofer::time::sleep::sleep",
+            "app::nap",
+            "app::main::{{closure}}",
+            "core::ops::function::FnOnce::call_once",
+        ];
+        let all = frames(&[&WALKER[..], &mid[..], &ROOT[..]].concat());
+        assert_eq!(
+            names(trim(&all)),
+            [
+                "gofer::time::sleep::sleep",
+                "app::nap",
+                "app::main::{{closure}}"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stack_without_a_frame_of_the_users_keeps_where_it_waits() {
+        // The user's closure inlined into the root, no debug info to say so.
+        let mid = [
+            "gofer::task::park::park_deadline_on",
+            "gofer::time::sleep::sleep",
+        ];
+        let all = frames(&[&WALKER[..], &mid[..], &ROOT[..]].concat());
+        assert_eq!(names(trim(&all)), ["gofer::time::sleep::sleep"]);
+        // Every frame above the root is machinery: the outermost one.
+        let mid = ["gofer::task::park::park_on", "gofer::task::park::park"];
+        let all = frames(&[&WALKER[..], &mid[..], &ROOT[..]].concat());
+        assert_eq!(names(trim(&all)), ["gofer::task::park::park"]);
+    }
 }

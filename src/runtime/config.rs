@@ -259,8 +259,9 @@ impl SchedulerBuilder {
     }
 
     /// Reports stalls: when every task of the scheduler has been parked for
-    /// `after`, with no timer due and no socket to wait for (nothing but one
-    /// another or a plain thread can wake them), print "stall: all N tasks
+    /// `after`, with no timer due (a pending `timer::after` or `every`
+    /// counts) and no socket to wait for (nothing but one another or a
+    /// plain thread can wake them), print "stall: all N tasks
     /// parked for ..." and a task dump ([`Scheduler::dump`]) to stderr, once
     /// per stall. Go calls this a deadlock and exits; here a plain thread
     /// could still wake the tasks, so the report is all that happens. Off

@@ -316,6 +316,12 @@ impl Timers {
         self.queues.iter().map(TimerQueue::len).sum()
     }
 
+    /// User timers registered (`after`, `every` and their condition forms
+    /// that have not ended): each will run code, which may wake tasks.
+    pub(crate) fn users_pending(&self) -> usize {
+        self.users.lock().timers.len()
+    }
+
     /// A fresh id for a user timer's registry entry.
     pub(crate) fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
