@@ -145,8 +145,7 @@ fn a_reserve_above_the_maximum_is_a_config_error_that_names_the_range() {
     let e = Scheduler::builder()
         .reserve_descriptors(MAX_RESERVE_DESCRIPTORS + 1)
         .build()
-        .err()
-        .expect("a reserve above the maximum is refused");
+        .expect_err("a reserve above the maximum is refused");
     assert_eq!(
         e,
         ConfigError::DescriptorReserve {
