@@ -91,6 +91,14 @@ pub enum ConfigError {
         /// The operating system's error, as text.
         error: String,
     },
+    /// [`reserve_descriptors`](crate::SchedulerBuilder::reserve_descriptors)
+    /// is above [`MAX_RESERVE_DESCRIPTORS`](crate::MAX_RESERVE_DESCRIPTORS).
+    DescriptorReserve {
+        /// The requested number of descriptors.
+        requested: usize,
+        /// The largest accepted number.
+        max: usize,
+    },
 }
 
 impl ConfigError {
@@ -195,6 +203,11 @@ impl fmt::Display for ConfigError {
                     " (fewer min_threads, or a higher limit on threads or memory, lets it start)"
                 )
             }
+            ConfigError::DescriptorReserve { requested, max } => write!(
+                f,
+                "reserve_descriptors ({requested}) is out of range; accepted: 0 (leave the \
+                 descriptor table alone) to {max}"
+            ),
         }
     }
 }

@@ -105,6 +105,7 @@ pub use runtime::config::{
     MAX_IDLE_THREAD_TIMEOUT, MAX_THREADS_LIMIT, MIN_BLOCK_TIMEOUT, MIN_DISPATCH_INTERVAL,
     MIN_IDLE_THREAD_TIMEOUT,
 };
+pub use runtime::config::{DEFAULT_RESERVE_DESCRIPTORS, MAX_RESERVE_DESCRIPTORS};
 pub use runtime::scheduler::Scheduler;
 pub use runtime::stats::{ProcesserStats, Stats};
 pub use runtime::task::TaskId;

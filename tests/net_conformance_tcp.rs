@@ -335,3 +335,49 @@ check! {
         peer.join();
     }
 }
+
+/// A timeout no wait in a passing check reaches: one that a handle still
+/// uses after another handle replaced it shows in the time waited.
+const LONG: Duration = Duration::from_secs(5);
+
+check! {
+    /// Clones share their timeouts (the kernel keeps them per socket): one
+    /// set through the original after the clone was made is what the clone
+    /// reports and what its reads and writes wait for, and one cleared
+    /// through the clone is cleared for the original.
+    fn tcp_clones_share_their_timeouts(ctx, log) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = chan::bounded::<()>(0);
+        let peer = ctx.peer(move || {
+            let (_s, _) = l.accept().unwrap();
+            rx.recv().ok(); // holds the connection open, never reads
+        });
+        let c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(LONG)).unwrap();
+        c.set_write_timeout(Some(LONG)).unwrap();
+        let mut clone = c.try_clone().unwrap();
+        c.set_read_timeout(Some(TIMEOUT)).unwrap();
+        c.set_write_timeout(Some(TIMEOUT)).unwrap();
+        log.r("clone's read timeout", &clone.read_timeout());
+        log.r("clone's write timeout", &clone.write_timeout());
+        let t = Instant::now();
+        log.r("read on the clone", &clone.read(&mut [0u8; 4]));
+        let waited = t.elapsed();
+        log.v("read waited the new timeout", waited >= TIMEOUT && waited < LONG);
+        let chunk = vec![0u8; 64 * 1024];
+        let e = loop {
+            let t = Instant::now();
+            if let Err(e) = clone.write(&chunk) {
+                let waited = t.elapsed();
+                break (e.kind(), e.raw_os_error(), waited >= TIMEOUT && waited < LONG);
+            }
+        };
+        log.v("write on the clone into a full connection", e);
+        clone.set_read_timeout(None).unwrap();
+        log.r("original's read timeout, cleared through the clone", &c.read_timeout());
+        log.r("original's write timeout", &c.write_timeout());
+        drop(tx);
+        peer.join();
+    }
+}

@@ -186,3 +186,29 @@ check! {
         sender.join();
     }
 }
+
+/// A timeout no wait in a passing check reaches: one that a handle still
+/// uses after another handle replaced it shows in the time waited.
+const LONG: Duration = Duration::from_secs(5);
+
+check! {
+    /// Clones share their timeouts (the kernel keeps them per socket): one
+    /// set through the original after the clone was made is what the clone
+    /// reports and what its receives wait for; one set or cleared through
+    /// the clone is the original's.
+    fn udp_clones_share_their_timeouts(ctx, log) {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.set_read_timeout(Some(LONG)).unwrap();
+        let clone = a.try_clone().unwrap();
+        a.set_read_timeout(Some(TIMEOUT)).unwrap();
+        log.r("clone's read timeout", &clone.read_timeout());
+        let t = Instant::now();
+        log.ok("recv_from on the clone", &clone.recv_from(&mut [0u8; 8]));
+        let waited = t.elapsed();
+        log.v("waited the new timeout", waited >= TIMEOUT && waited < LONG);
+        clone.set_write_timeout(Some(TIMEOUT)).unwrap();
+        log.r("original's write timeout", &a.write_timeout());
+        clone.set_read_timeout(None).unwrap();
+        log.r("original's read timeout, cleared through the clone", &a.read_timeout());
+    }
+}

@@ -363,3 +363,52 @@ check! {
         peer.join();
     }
 }
+
+/// A timeout no wait in a passing check reaches: one that a handle still
+/// uses after another handle replaced it shows in the time waited.
+const LONG: Duration = Duration::from_secs(5);
+
+check! {
+    /// Clones of a stream and of a datagram socket share their timeouts
+    /// (the kernel keeps them per socket): one set through the original
+    /// after the clone was made is what the clone reports and what its
+    /// reads and writes wait for; one cleared through the clone is cleared
+    /// for the original.
+    fn unix_clones_share_their_timeouts(ctx, log) {
+        let (a, _b) = UnixStream::pair().unwrap();
+        a.set_read_timeout(Some(LONG)).unwrap();
+        a.set_write_timeout(Some(LONG)).unwrap();
+        let mut clone = a.try_clone().unwrap();
+        a.set_read_timeout(Some(TIMEOUT)).unwrap();
+        a.set_write_timeout(Some(TIMEOUT)).unwrap();
+        log.r("clone's read timeout", &clone.read_timeout());
+        log.r("clone's write timeout", &clone.write_timeout());
+        let t = Instant::now();
+        log.r("read on the clone", &clone.read(&mut [0u8; 4]));
+        let waited = t.elapsed();
+        log.v("read waited the new timeout", waited >= TIMEOUT && waited < LONG);
+        let chunk = vec![0u8; 64 * 1024];
+        let e = loop {
+            let t = Instant::now();
+            if let Err(e) = clone.write(&chunk) {
+                let waited = t.elapsed();
+                break (e.kind(), e.raw_os_error(), waited >= TIMEOUT && waited < LONG);
+            }
+        };
+        log.v("write on the clone into a full stream", e);
+        clone.set_read_timeout(None).unwrap();
+        log.r("original's read timeout, cleared through the clone", &a.read_timeout());
+
+        let (d, _e) = UnixDatagram::pair().unwrap();
+        d.set_read_timeout(Some(LONG)).unwrap();
+        let dclone = d.try_clone().unwrap();
+        d.set_read_timeout(Some(TIMEOUT)).unwrap();
+        log.r("datagram clone's read timeout", &dclone.read_timeout());
+        let t = Instant::now();
+        log.r("recv on the datagram clone", &dclone.recv(&mut [0u8; 4]));
+        let waited = t.elapsed();
+        log.v("recv waited the new timeout", waited >= TIMEOUT && waited < LONG);
+        dclone.set_write_timeout(Some(TIMEOUT)).unwrap();
+        log.r("datagram original's write timeout", &d.write_timeout());
+    }
+}

@@ -36,12 +36,11 @@ fn cold_round() {
     );
     // The one cold cost that is a real block: a `socket` or `accept` that
     // needs a larger descriptor table sleeps in the kernel (`expand_files`
-    // waits for an RCU grace period once the process has threads) for 8 to
-    // 14 ms on this VM, at 256, 512, 1,024 and 2,048 descriptors, on both
-    // Processers at once. The Dispatcher is right to call that blocked, so
-    // the table is grown here, before the scheduler, as a server would size
-    // it at start-up.
-    common::grow_fd_table(2 * CONNECTIONS + 256);
+    // waits for an RCU grace period once the process has threads), on both
+    // Processers at once. The Dispatcher is right to call that blocked;
+    // the scheduler sizes the table at build instead (its default
+    // `reserve_descriptors` is the soft limit raised above), as a server's
+    // would.
     let sched = Scheduler::builder()
         .min_threads(2)
         .build()

@@ -37,7 +37,28 @@ use super::coop;
 use crate::runtime::io::{poll_fd, Interest, Registration};
 
 /// A timeout kept in an atomic: nanoseconds, 0 meaning none.
+#[derive(Default)]
 struct AtomicTimeout(AtomicU64);
+
+/// The read and write timeouts of one socket, shared by every handle that
+/// [`Source::try_clone`] made from another: the kernel keeps
+/// `SO_RCVTIMEO`/`SO_SNDTIMEO` per socket, not per descriptor, so a
+/// timeout set through one std clone holds for all of them, and so it does
+/// here. Waits read it when they start (one load through the `Arc`), as
+/// the kernel reads the socket's timeout when a blocking call starts: a
+/// wait already under way keeps the deadline it began with.
+///
+/// Kept here rather than read back from the kernel with `getsockopt` when
+/// a wait starts: that would add a system call to every wait, while this
+/// costs one small allocation per socket, when it is made. A socket whose
+/// timeouts are changed outside gofer's methods (`setsockopt` on its raw
+/// descriptor, or a std handle made from a duplicate of it) is not seen:
+/// `from_std` reads the kernel's values once, when it wraps.
+#[derive(Default)]
+struct Timeouts {
+    read: AtomicTimeout,
+    write: AtomicTimeout,
+}
 
 impl AtomicTimeout {
     fn get(&self) -> Option<Duration> {
@@ -67,8 +88,8 @@ pub(crate) struct Source<T: AsFd> {
     io: Option<T>,
     /// The user asked for non-blocking behaviour: return `WouldBlock`.
     nonblocking: AtomicBool,
-    read_timeout: AtomicTimeout,
-    write_timeout: AtomicTimeout,
+    /// Shared with this socket's clones (see [`Timeouts`]).
+    timeouts: Arc<Timeouts>,
 }
 
 /// Sets or clears `O_NONBLOCK` on `fd` (one `fcntl` to read the flags, and
@@ -113,9 +134,18 @@ impl<T: AsFd> Source<T> {
             registering: Mutex::new(()),
             io: Some(io),
             nonblocking: AtomicBool::new(false),
-            read_timeout: AtomicTimeout(AtomicU64::new(0)),
-            write_timeout: AtomicTimeout(AtomicU64::new(0)),
+            timeouts: Arc::default(),
         })
+    }
+
+    /// A new handle to the same socket: `dup` (a std `try_clone`) makes its
+    /// descriptor from this one's, and the two share their read and write
+    /// timeouts from then on (see [`Timeouts`]), as std's clones do. The
+    /// non-blocking behaviour asked with `set_nonblocking` is not shared.
+    pub(crate) fn try_clone(&self, dup: impl FnOnce(&T) -> io::Result<T>) -> io::Result<Source<T>> {
+        let mut clone = Source::new(dup(self.get_ref())?)?;
+        clone.timeouts = Arc::clone(&self.timeouts);
+        Ok(clone)
     }
 
     /// Takes over a socket made elsewhere (a `from_std`): [`new`](Self::new),
@@ -170,15 +200,15 @@ impl<T: AsFd> Source<T> {
     /// `net::timeout_methods`.)
     pub(crate) fn set_timeout(&self, interest: Interest, t: Option<Duration>) {
         match interest {
-            Interest::Read => self.read_timeout.set(t),
-            Interest::Write => self.write_timeout.set(t),
+            Interest::Read => self.timeouts.read.set(t),
+            Interest::Write => self.timeouts.write.set(t),
         }
     }
 
     pub(crate) fn timeout(&self, interest: Interest) -> Option<Duration> {
         match interest {
-            Interest::Read => self.read_timeout.get(),
-            Interest::Write => self.write_timeout.get(),
+            Interest::Read => self.timeouts.read.get(),
+            Interest::Write => self.timeouts.write.get(),
         }
     }
 

@@ -311,7 +311,8 @@ pub(crate) use stream_impls;
 /// The timeout is set on the socket itself too (`SO_RCVTIMEO` and
 /// `SO_SNDTIMEO`, through std), and what the kernel made of it (rounded up
 /// to its clock tick) is the one waits use and the getters report, as std's
-/// do. So a socket given back by `into_std` keeps its timeouts.
+/// do. So a socket given back by `into_std` keeps its timeouts. Clones made
+/// with `try_clone` share them, as the kernel's are shared by std's clones.
 macro_rules! timeout_methods {
     () => {
         /// Sets the read timeout: a read (or receive, or peek) that waits

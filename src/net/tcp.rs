@@ -237,9 +237,13 @@ impl TcpStream {
         self.inner.get_ref().shutdown(how)
     }
 
-    /// A new handle to the same connection (a duplicated descriptor).
+    /// A new handle to the same connection (a duplicated descriptor). The
+    /// two share their read and write timeouts, as std's clones do: one
+    /// set through either holds for both (from the next wait on).
     pub fn try_clone(&self) -> io::Result<TcpStream> {
-        TcpStream::from_std(self.inner.get_ref().try_clone()?)
+        Ok(TcpStream {
+            inner: self.inner.try_clone(|s| s.try_clone())?,
+        })
     }
 
     /// Sets `TCP_NODELAY`.

@@ -74,9 +74,13 @@ impl UdpSocket {
         self.inner.get_ref().local_addr()
     }
 
-    /// A new handle to the same socket (a duplicated descriptor).
+    /// A new handle to the same socket (a duplicated descriptor). The
+    /// two share their read and write timeouts, as std's clones do: one
+    /// set through either holds for both (from the next wait on).
     pub fn try_clone(&self) -> io::Result<UdpSocket> {
-        UdpSocket::from_std(self.inner.get_ref().try_clone()?)
+        Ok(UdpSocket {
+            inner: self.inner.try_clone(|s| s.try_clone())?,
+        })
     }
 
     super::timeout_methods!();

@@ -156,9 +156,13 @@ impl UnixStream {
         self.inner.get_ref().shutdown(how)
     }
 
-    /// A new handle to the same connection (a duplicated descriptor).
+    /// A new handle to the same connection (a duplicated descriptor). The
+    /// two share their read and write timeouts, as std's clones do: one
+    /// set through either holds for both (from the next wait on).
     pub fn try_clone(&self) -> io::Result<UnixStream> {
-        UnixStream::from_std(self.inner.get_ref().try_clone()?)
+        Ok(UnixStream {
+            inner: self.inner.try_clone(|s| s.try_clone())?,
+        })
     }
 
     /// Takes the pending socket error (`SO_ERROR`), if any.
@@ -327,9 +331,13 @@ impl UnixDatagram {
         self.inner.get_ref().shutdown(how)
     }
 
-    /// A new handle to the same socket (a duplicated descriptor).
+    /// A new handle to the same socket (a duplicated descriptor). The
+    /// two share their read and write timeouts, as std's clones do: one
+    /// set through either holds for both (from the next wait on).
     pub fn try_clone(&self) -> io::Result<UnixDatagram> {
-        UnixDatagram::from_std(self.inner.get_ref().try_clone()?)
+        Ok(UnixDatagram {
+            inner: self.inner.try_clone(|s| s.try_clone())?,
+        })
     }
 
     /// Takes the pending socket error (`SO_ERROR`), if any.

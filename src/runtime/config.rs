@@ -39,6 +39,13 @@ pub const DEFAULT_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(3);
 pub const MIN_IDLE_THREAD_TIMEOUT: Duration = Duration::from_millis(1);
 /// Longest accepted `idle_thread_timeout`.
 pub const MAX_IDLE_THREAD_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+/// Default of `reserve_descriptors`: the descriptor table is sized for this
+/// many descriptors, or for the soft `RLIMIT_NOFILE` limit when that is
+/// lower (see [`SchedulerBuilder::reserve_descriptors`]).
+pub const DEFAULT_RESERVE_DESCRIPTORS: usize = 65_536;
+/// Largest accepted `reserve_descriptors`: Linux's default `fs.nr_open`,
+/// the most descriptors a process may have unless the system is tuned.
+pub const MAX_RESERVE_DESCRIPTORS: usize = 1 << 20;
 /// A validated scheduler configuration.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -57,6 +64,9 @@ pub(crate) struct Config {
     pub(crate) migrate_started_tasks: bool,
     /// Report stalls after this long (`SchedulerBuilder::stall_report`).
     pub(crate) stall_report: Option<Duration>,
+    /// Descriptors the process's table is sized for at build
+    /// (`SchedulerBuilder::reserve_descriptors`); 0 for none.
+    pub(crate) reserve_descriptors: usize,
     /// Chaos mode (`GOFER_CHAOS_MIGRATE=1` at build): every switch-out of
     /// an unpinned task files it on another Processer, so that tests run
     /// the runtime's own code across every migration it can make.
@@ -91,6 +101,7 @@ pub struct SchedulerBuilder {
     stack_cache: usize,
     migrate_started_tasks: bool,
     stall_report: Option<Duration>,
+    reserve_descriptors: usize,
 }
 
 impl Default for SchedulerBuilder {
@@ -108,6 +119,7 @@ impl Default for SchedulerBuilder {
             stack_cache: stacks::DEFAULT_STACK_CACHE,
             migrate_started_tasks: false,
             stall_report: None,
+            reserve_descriptors: DEFAULT_RESERVE_DESCRIPTORS,
         }
     }
 }
@@ -275,6 +287,39 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Sizes the process's descriptor table for `n` descriptors when the
+    /// scheduler is built, on the building thread, before its Processers
+    /// start. Default [`DEFAULT_RESERVE_DESCRIPTORS`] (65,536); accepted 0
+    /// (leave the table alone) to [`MAX_RESERVE_DESCRIPTORS`] (1,048,576).
+    /// The size is lowered to the process's soft `RLIMIT_NOFILE` limit (no
+    /// descriptor past it can be opened); raise that limit before `build`
+    /// for a larger table.
+    ///
+    /// The kernel sizes the table for the highest descriptor number in use
+    /// and grows it by doubling: when a new socket or accepted connection
+    /// needs a number past its end, the thread that asked waits in the
+    /// kernel (for an RCU grace period, in a process with threads) before
+    /// it gets its descriptor. On a Processer that is a blocked Processer,
+    /// met again at each doubling by a burst of new connections. The
+    /// kernel never shrinks the table, so sizing it once at build takes
+    /// those waits off the Processers.
+    ///
+    /// The cost is kernel memory, once per process: about 8 bytes per
+    /// entry, 512 KiB for the default when the limit allows it (with the
+    /// common soft limit of 1,024, 8 KiB). The default covers a server's
+    /// connections up to the point where it would size its limit and this
+    /// setting on purpose; past it the table grows as before. Building
+    /// another scheduler costs a few system calls, the table being large
+    /// already.
+    ///
+    /// A table that cannot be grown (no descriptor left for the attempt,
+    /// no kernel memory) does not fail `build`: the scheduler works the
+    /// same, and the table grows as descriptors are opened.
+    pub fn reserve_descriptors(mut self, n: usize) -> Self {
+        self.reserve_descriptors = n;
+        self
+    }
+
     pub(crate) fn validate(self) -> Result<Config, ConfigError> {
         for (setting, requested) in [
             ("min_threads", self.min_threads),
@@ -333,6 +378,12 @@ impl SchedulerBuilder {
                 });
             }
         }
+        if self.reserve_descriptors > MAX_RESERVE_DESCRIPTORS {
+            return Err(ConfigError::DescriptorReserve {
+                requested: self.reserve_descriptors,
+                max: MAX_RESERVE_DESCRIPTORS,
+            });
+        }
         if self.name.contains('\0') {
             return Err(ConfigError::Name(self.name));
         }
@@ -349,6 +400,7 @@ impl SchedulerBuilder {
             stack_cache: self.stack_cache,
             migrate_started_tasks: self.migrate_started_tasks,
             stall_report: self.stall_report,
+            reserve_descriptors: self.reserve_descriptors,
             chaos: std::env::var_os("GOFER_CHAOS_MIGRATE").is_some_and(|v| v == "1"),
         })
     }

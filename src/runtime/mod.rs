@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `scheduler.rs` | the public `Scheduler` handle and the default scheduler |
 //! | `config.rs` | `SchedulerBuilder`, the accepted range of each setting |
+//! | `fd_table.rs` | sizing the process's descriptor table at build |
 //! | `shared.rs` | a scheduler's shared state: Processer table, admission, lifecycle |
 //! | `route.rs` | where a runnable task goes and whom its arrival wakes |
 //! | `idle.rs` | idle and searching counters, the sleepers stack |
@@ -32,6 +33,7 @@ pub(crate) mod direct;
 pub(crate) mod dispatcher;
 mod dispatcher_detect;
 mod dispatcher_rescue;
+pub(crate) mod fd_table;
 pub(crate) mod idle;
 pub(crate) mod io;
 pub(crate) mod live;

@@ -136,6 +136,10 @@ impl SchedulerBuilder {
     /// started are stopped and joined before `build` returns.
     pub fn build(self) -> Result<Scheduler, ConfigError> {
         let config = self.validate()?;
+        // Before any Processer runs, so that none waits for the table to
+        // grow; a table left smaller only costs those waits (see
+        // `reserve_descriptors`).
+        let _ = super::fd_table::reserve(config.reserve_descriptors);
         crate::coroutine::overflow::describe_tasks_with(super::context::describe_fault);
         crate::coroutine::overflow::install();
         crate::coroutine::panic_hook::label_tasks_with(super::context::label_current);
