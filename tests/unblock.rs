@@ -279,27 +279,30 @@ fn a_task_in_unblock_shows_in_the_dump_as_parked_on_unblock() {
 /// task, then joins the pool's threads: no hang, no thread left.
 #[test]
 fn shutdown_waits_for_a_call_in_flight_and_joins_the_pool() {
-    in_child("shutdown_waits_for_a_call_in_flight_and_joins_the_pool", || {
-        let sched = Scheduler::builder()
-            .min_threads(1)
-            .name("ubsd")
-            .build()
-            .unwrap();
-        let finished = Arc::new(AtomicU64::new(0));
-        let f = finished.clone();
-        let _h = sched.spawn(move || {
-            gofer::unblock(|| common::block_thread_in_kernel(Duration::from_millis(200)));
-            f.store(1, Ordering::SeqCst);
-        });
-        wait_until("the call runs", || sched.stats().blocking_busy == 1);
-        sched.shutdown();
-        assert_eq!(finished.load(Ordering::SeqCst), 1, "the task ended first");
-        assert_eq!(sched.stats().blocking_threads, 0);
-        assert!(
-            common::live_threads_named("ubsd-blocking").is_empty(),
-            "pool threads left after shutdown"
-        );
-    });
+    in_child(
+        "shutdown_waits_for_a_call_in_flight_and_joins_the_pool",
+        || {
+            let sched = Scheduler::builder()
+                .min_threads(1)
+                .name("ubsd")
+                .build()
+                .unwrap();
+            let finished = Arc::new(AtomicU64::new(0));
+            let f = finished.clone();
+            let _h = sched.spawn(move || {
+                gofer::unblock(|| common::block_thread_in_kernel(Duration::from_millis(200)));
+                f.store(1, Ordering::SeqCst);
+            });
+            wait_until("the call runs", || sched.stats().blocking_busy == 1);
+            sched.shutdown();
+            assert_eq!(finished.load(Ordering::SeqCst), 1, "the task ended first");
+            assert_eq!(sched.stats().blocking_threads, 0);
+            assert!(
+                common::live_threads_named("ubsd-blocking").is_empty(),
+                "pool threads left after shutdown"
+            );
+        },
+    );
 }
 
 #[test]
