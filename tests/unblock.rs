@@ -308,11 +308,7 @@ fn shutdown_waits_for_a_call_in_flight_and_joins_the_pool() {
 #[test]
 fn blocking_threads_out_of_range_is_a_config_error() {
     for n in [0, gofer::MAX_THREADS_LIMIT + 1] {
-        let e = Scheduler::builder()
-            .blocking_threads(n)
-            .build()
-            .err()
-            .expect("refused");
+        let e = refused(Scheduler::builder().blocking_threads(n));
         assert_eq!(
             e,
             ConfigError::ThreadCount {
@@ -325,15 +321,19 @@ fn blocking_threads_out_of_range_is_a_config_error() {
             "{e}"
         );
     }
-    let e = Scheduler::builder()
-        .blocking_idle_timeout(Duration::ZERO)
-        .build()
-        .err()
-        .expect("refused");
+    let e = refused(Scheduler::builder().blocking_idle_timeout(Duration::ZERO));
     assert_eq!(
         e,
         ConfigError::ZeroDuration {
             setting: "blocking_idle_timeout"
         }
     );
+}
+
+/// The error a builder's `build` gives; fails the test if it builds.
+fn refused(b: gofer::SchedulerBuilder) -> ConfigError {
+    match b.build() {
+        Ok(_) => panic!("the scheduler was built"),
+        Err(e) => e,
+    }
 }

@@ -42,8 +42,8 @@
 //!                                       6. else (spurious): wait again
 //! ```
 //!
-//! A thread that timed out at the moment S claimed it still finds `notify
-//! > 0` at step 3 and serves the job. Which idle thread takes a claim does
+//! A thread that timed out at the moment S claimed it still finds a claim
+//! (`notify` above zero) at step 3 and serves the job. Which idle thread takes a claim does
 //! not matter; each claim lets exactly one waiter leave. A busy thread may
 //! take the job before the claimed one wakes; that one then finds the queue
 //! empty and waits again, counted idle anew.
@@ -346,6 +346,7 @@ mod tests {
             // SAFETY: `probes` outlives the jobs: every one is received
             // below before it is dropped.
             let job = unsafe { Job::new(send, p as *const Probe as *const ()) };
+            // SAFETY: as above.
             assert!(unsafe { pool.submit(job) }.is_ok());
             assert!(pool.threads() <= 2);
         }
@@ -356,9 +357,8 @@ mod tests {
         assert_eq!(pool.threads(), 0);
         // SAFETY: the probe outlives the call; a refused job never runs.
         let job = unsafe { Job::new(send, &probes[0] as *const Probe as *const ()) };
-        assert!(
-            unsafe { pool.submit(job) }.is_err(),
-            "refused after shutdown"
-        );
+        // SAFETY: as above.
+        let refused = unsafe { pool.submit(job) }.is_err();
+        assert!(refused, "refused after shutdown");
     }
 }
