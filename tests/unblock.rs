@@ -158,6 +158,54 @@ fn the_pool_grows_to_blocking_threads_and_queues_the_rest_then_threads_retire() 
     sched.shutdown();
 }
 
+/// Many tasks making calls at once through a small pool: every call runs
+/// once, every result comes back to the task that made it.
+#[test]
+fn many_tasks_calling_at_once_each_get_their_own_results() {
+    in_child(
+        "many_tasks_calling_at_once_each_get_their_own_results",
+        || {
+            let sched = Scheduler::builder()
+                .min_threads(2)
+                .blocking_threads(3)
+                .build()
+                .unwrap();
+            let runs = Arc::new(AtomicU64::new(0));
+            let tasks: Vec<_> = (0..200u64)
+                .map(|t| {
+                    let runs = runs.clone();
+                    sched.spawn(move || {
+                        let mut sum = 0;
+                        for i in 0..50u64 {
+                            let mine = t * 1000 + i;
+                            sum += gofer::unblock(|| {
+                                runs.fetch_add(1, Ordering::Relaxed);
+                                mine
+                            });
+                            if i % 10 == 0 {
+                                gofer::yield_now();
+                            }
+                        }
+                        sum
+                    })
+                })
+                .collect();
+            for (t, h) in tasks.into_iter().enumerate() {
+                let t = t as u64;
+                assert_eq!(h.join().unwrap(), t * 1000 * 50 + (0..50).sum::<u64>());
+            }
+            assert_eq!(runs.load(Ordering::Relaxed), 200 * 50);
+            let s = sched.stats();
+            assert!(
+                s.blocking_threads <= 3,
+                "{} pool threads",
+                s.blocking_threads
+            );
+            sched.shutdown();
+        },
+    );
+}
+
 /// The property `unblock` exists for. Two Processers, 40 started tasks
 /// ticking every millisecond with `gofer::sleep`, half of them bound to the
 /// Processer where one task makes a 300 ms blocking call through
