@@ -41,10 +41,10 @@ pub enum ConfigError {
     },
     /// The thread name given to the builder contains a NUL byte.
     Name(String),
-    /// `min_threads` or `max_threads` is above
-    /// [`MAX_THREADS_LIMIT`](crate::MAX_THREADS_LIMIT). (A `max_threads` of 0
-    /// is below every `min_threads`, and reported as
-    /// [`MaxBelowMin`](Self::MaxBelowMin).)
+    /// `min_threads`, `max_threads` or `blocking_threads` is above
+    /// [`MAX_THREADS_LIMIT`](crate::MAX_THREADS_LIMIT), or
+    /// `blocking_threads` is 0. (A `max_threads` of 0 is below every
+    /// `min_threads`, and reported as [`MaxBelowMin`](Self::MaxBelowMin).)
     ThreadCount {
         /// The builder method that received the count.
         setting: &'static str,
@@ -219,6 +219,8 @@ fn threads_accepted(setting: &str) -> String {
     let limit = crate::MAX_THREADS_LIMIT;
     if setting == "max_threads" {
         format!("max_threads accepts 1 to {limit}, and not below min_threads")
+    } else if setting == "blocking_threads" {
+        format!("blocking_threads accepts 1 to {limit}")
     } else {
         format!("{setting} accepts 0 (one Processer per CPU) to {limit}")
     }

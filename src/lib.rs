@@ -77,7 +77,9 @@
 //! holding the thread, use gofer's own calls ([`sleep`], the sockets of
 //! [`net`], [`io::wait_readable`] for other descriptors), or build with the
 //! `hooks` feature, under which std's socket calls and sleeps park the
-//! task ([`hooks`]).
+//! task ([`hooks`]). For a call with no such form (a file, a blocking
+//! library), [`unblock`] makes it on a pool thread while the task parks,
+//! and [`fs`] does that for every file system call.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
@@ -87,7 +89,8 @@ pub mod chan;
 mod coroutine; // stacks and the switch; knows nothing of tasks
 pub mod debug; // task dumps: every task's state, wait and stack
 mod error; // the error types every layer reports
-pub mod fiber; // coroutines their caller resumes, on the coroutine layer alone
+pub mod fiber;
+pub mod fs; // files shaped like std::fs, each call made through `unblock` // coroutines their caller resumes, on the coroutine layer alone
 pub mod hooks; // with the `hooks` feature: blocking libc calls park the task
 pub mod io; // waiting for any descriptor through the reactor
 pub mod net; // sockets shaped like std::net
@@ -100,10 +103,10 @@ pub use coroutine::stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use coroutine::stacks::DEFAULT_STACK_CACHE;
 pub use error::{ConfigError, JoinError, ShutdownError, SpawnError};
 pub use runtime::config::{
-    SchedulerBuilder, DEFAULT_BLOCK_TIMEOUT, DEFAULT_DISPATCH_INTERVAL,
-    DEFAULT_IDLE_THREAD_TIMEOUT, DEFAULT_MAX_THREADS, MAX_BLOCK_TIMEOUT, MAX_DISPATCH_INTERVAL,
-    MAX_IDLE_THREAD_TIMEOUT, MAX_THREADS_LIMIT, MIN_BLOCK_TIMEOUT, MIN_DISPATCH_INTERVAL,
-    MIN_IDLE_THREAD_TIMEOUT,
+    SchedulerBuilder, DEFAULT_BLOCKING_IDLE_TIMEOUT, DEFAULT_BLOCKING_THREADS,
+    DEFAULT_BLOCK_TIMEOUT, DEFAULT_DISPATCH_INTERVAL, DEFAULT_IDLE_THREAD_TIMEOUT,
+    DEFAULT_MAX_THREADS, MAX_BLOCK_TIMEOUT, MAX_DISPATCH_INTERVAL, MAX_IDLE_THREAD_TIMEOUT,
+    MAX_THREADS_LIMIT, MIN_BLOCK_TIMEOUT, MIN_DISPATCH_INTERVAL, MIN_IDLE_THREAD_TIMEOUT,
 };
 pub use runtime::config::{DEFAULT_RESERVE_DESCRIPTORS, MAX_RESERVE_DESCRIPTORS};
 pub use runtime::scheduler::Scheduler;
@@ -117,5 +120,6 @@ pub use task::park::{
     current, current_id, current_name, is_coroutine, park, park_timeout, yield_now, Task,
 };
 pub use task::scope::{scope, Scope, ScopedJoinHandle};
+pub use task::unblock::unblock;
 pub use time::sleep::{sleep, sleep_until};
 pub use time::timer;

@@ -267,7 +267,11 @@ impl Taker {
             d.wakes_by_itself = w.deadline.is_some()
                 || matches!(
                     w.on,
-                    WaitOn::Sleep | WaitOn::Readable(_) | WaitOn::Writable(_) | WaitOn::Future
+                    WaitOn::Sleep
+                        | WaitOn::Readable(_)
+                        | WaitOn::Writable(_)
+                        | WaitOn::Future
+                        | WaitOn::Unblock
                 );
             let run = hold.run();
             let walked = match run.stack.as_ref() {

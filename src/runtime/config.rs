@@ -46,6 +46,17 @@ pub const DEFAULT_RESERVE_DESCRIPTORS: usize = 65_536;
 /// Largest accepted `reserve_descriptors`: Linux's default `fs.nr_open`,
 /// the most descriptors a process may have unless the system is tuned.
 pub const MAX_RESERVE_DESCRIPTORS: usize = 1 << 20;
+/// Default cap on the blocking pool's threads (the threads that run the
+/// calls of [`unblock`](crate::unblock) and [`fs`](crate::fs)), as in
+/// tokio. The pool starts none until a call needs one, so the cap costs
+/// nothing unless that many calls block at once; then each thread costs a
+/// 2 MiB stack reservation (RSS only for what it touches) and two memory
+/// mappings against `vm.max_map_count`. It is high because calls may wait
+/// for one another (a call that receives what a later call sends): with
+/// too few threads such calls queue behind each other for good.
+pub const DEFAULT_BLOCKING_THREADS: usize = 512;
+/// Default time a blocking-pool thread stays idle before it exits.
+pub const DEFAULT_BLOCKING_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A validated scheduler configuration.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -56,6 +67,10 @@ pub(crate) struct Config {
     pub(crate) block_timeout: Duration,
     pub(crate) dispatch_interval: Duration,
     pub(crate) idle_thread_timeout: Duration,
+    /// Cap on blocking-pool threads (`runtime/blocking.rs`).
+    pub(crate) blocking_threads: usize,
+    /// Idle time after which a blocking-pool thread exits.
+    pub(crate) blocking_idle_timeout: Duration,
     pub(crate) kernel_block_detection: bool,
     pub(crate) dense_stacks: bool,
     pub(crate) stack_cache: usize,
@@ -96,6 +111,8 @@ pub struct SchedulerBuilder {
     block_timeout: Duration,
     dispatch_interval: Duration,
     idle_thread_timeout: Duration,
+    blocking_threads: usize,
+    blocking_idle_timeout: Duration,
     kernel_block_detection: bool,
     dense_stacks: bool,
     stack_cache: usize,
@@ -114,6 +131,8 @@ impl Default for SchedulerBuilder {
             block_timeout: DEFAULT_BLOCK_TIMEOUT,
             dispatch_interval: DEFAULT_DISPATCH_INTERVAL,
             idle_thread_timeout: DEFAULT_IDLE_THREAD_TIMEOUT,
+            blocking_threads: DEFAULT_BLOCKING_THREADS,
+            blocking_idle_timeout: DEFAULT_BLOCKING_IDLE_TIMEOUT,
             kernel_block_detection: true,
             dense_stacks: false,
             stack_cache: stacks::DEFAULT_STACK_CACHE,
@@ -189,6 +208,27 @@ impl SchedulerBuilder {
     /// (1 ms) to [`MAX_IDLE_THREAD_TIMEOUT`] (1 day).
     pub fn idle_thread_timeout(mut self, d: Duration) -> Self {
         self.idle_thread_timeout = d;
+        self
+    }
+
+    /// The cap on the blocking pool's threads, which run the calls of
+    /// [`unblock`](crate::unblock) and [`fs`](crate::fs) while their tasks
+    /// park. The pool starts a thread when a call finds none idle, up to
+    /// this cap; further calls wait in a queue for a thread to come free
+    /// ([`Stats::blocking_queued`](crate::Stats::blocking_queued)).
+    /// Default [`DEFAULT_BLOCKING_THREADS`] (512). Accepted: 1 to
+    /// [`MAX_THREADS_LIMIT`] (4096).
+    pub fn blocking_threads(mut self, n: usize) -> Self {
+        self.blocking_threads = n;
+        self
+    }
+
+    /// How long a blocking-pool thread stays idle before it exits. Default
+    /// [`DEFAULT_BLOCKING_IDLE_TIMEOUT`] (10 s). Accepted:
+    /// [`MIN_IDLE_THREAD_TIMEOUT`] (1 ms) to [`MAX_IDLE_THREAD_TIMEOUT`]
+    /// (1 day).
+    pub fn blocking_idle_timeout(mut self, d: Duration) -> Self {
+        self.blocking_idle_timeout = d;
         self
     }
 
@@ -329,6 +369,12 @@ impl SchedulerBuilder {
                 return Err(ConfigError::ThreadCount { setting, requested });
             }
         }
+        if self.blocking_threads == 0 || self.blocking_threads > MAX_THREADS_LIMIT {
+            return Err(ConfigError::ThreadCount {
+                setting: "blocking_threads",
+                requested: self.blocking_threads,
+            });
+        }
         let min = resolve_min_threads(self.min_threads);
         let max = self.max_threads.unwrap_or(min.max(DEFAULT_MAX_THREADS));
         if max < min {
@@ -343,6 +389,7 @@ impl SchedulerBuilder {
             ("block_timeout", self.block_timeout),
             ("dispatch_interval", self.dispatch_interval),
             ("idle_thread_timeout", self.idle_thread_timeout),
+            ("blocking_idle_timeout", self.blocking_idle_timeout),
             ("stall_report", self.stall_report.unwrap_or(Duration::MAX)),
         ] {
             if d.is_zero() {
@@ -365,6 +412,12 @@ impl SchedulerBuilder {
             (
                 "idle_thread_timeout",
                 self.idle_thread_timeout,
+                MIN_IDLE_THREAD_TIMEOUT,
+                MAX_IDLE_THREAD_TIMEOUT,
+            ),
+            (
+                "blocking_idle_timeout",
+                self.blocking_idle_timeout,
                 MIN_IDLE_THREAD_TIMEOUT,
                 MAX_IDLE_THREAD_TIMEOUT,
             ),
@@ -395,6 +448,8 @@ impl SchedulerBuilder {
             block_timeout: self.block_timeout,
             dispatch_interval: self.dispatch_interval,
             idle_thread_timeout: self.idle_thread_timeout,
+            blocking_threads: self.blocking_threads,
+            blocking_idle_timeout: self.blocking_idle_timeout,
             kernel_block_detection: self.kernel_block_detection,
             dense_stacks: self.dense_stacks,
             stack_cache: self.stack_cache,

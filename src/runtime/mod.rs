@@ -19,6 +19,7 @@
 //! | `next_slot.rs` | the next-task slot (model-checked with loom) |
 //! | `timer.rs`, `timer_heap.rs` | a deadline queue per core Processer, its indexed heap, user-timer registry |
 //! | `io/` | the epoll reactor: readiness, waiting tasks, who polls |
+//! | `blocking.rs` | the blocking pool: threads that run `unblock` calls while their tasks park |
 //! | `stats.rs` | the counters users read |
 //!
 //! Nothing here imports the layers above (`task/`, `time/`, `sync/`,
@@ -26,6 +27,7 @@
 //! `TaskVTable` of a task's cell and the `TimerCallback` trait those layers
 //! implement.
 
+pub(crate) mod blocking;
 pub(crate) mod cells;
 pub(crate) mod config;
 pub(crate) mod context;

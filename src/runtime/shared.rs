@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::blocking::BlockingPool;
 use super::config::Config;
 use super::context;
 use super::dispatcher::{self, DispatchState};
@@ -113,6 +114,9 @@ pub(crate) struct Shared {
     /// The stall watcher's thread, if `stall_report` is on
     /// (`debug/stall.rs`); unparked at shutdown.
     pub(crate) stall_watcher: OnceLock<std::thread::Thread>,
+    /// The threads that run `unblock` calls (`blocking.rs`); joined at
+    /// shutdown, after the Processers.
+    pub(crate) blocking: BlockingPool,
 }
 
 impl Shared {
@@ -155,6 +159,11 @@ impl Shared {
     pub(crate) fn new(config: Config) -> Arc<Shared> {
         let timers = Timers::new(config.min_threads);
         let stacks = Stacks::new(config.stack_size, config.stack_cache, config.dense_stacks);
+        let blocking = BlockingPool::new(
+            config.blocking_threads,
+            config.blocking_idle_timeout,
+            format!("{}-blocking", config.name),
+        );
         let shared = Arc::new(Shared {
             config,
             procs: RwLock::new(Arc::new(Vec::new())),
@@ -182,6 +191,7 @@ impl Shared {
             reactor_init: Mutex::new(()),
             live: super::live::Registry::new(),
             stall_watcher: OnceLock::new(),
+            blocking,
         });
         register_scheduler(&shared);
         shared
@@ -606,6 +616,9 @@ impl Shared {
         dispatcher::join(self);
         // An extra Processer the Dispatcher started before it saw `stopped`.
         join_all();
+        // No task is alive (or none ever ran: a build that failed), so no
+        // call is queued or running; the pool's threads exit and are joined.
+        self.blocking.shutdown();
         self.timers.clear();
     }
 
@@ -643,6 +656,9 @@ impl Shared {
             threads_retired: self.threads_retired.load(Ordering::Relaxed),
             live_stacks: stack::live_stacks(),
             timers: self.timers.pending(),
+            blocking_busy: self.blocking.busy(),
+            blocking_queued: self.blocking.queued(),
+            blocking_threads: self.blocking.threads(),
             processers,
         }
     }

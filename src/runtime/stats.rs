@@ -46,6 +46,16 @@ pub struct Stats {
     /// by its timed waits, until it fires or the socket closes (see
     /// ARCHITECTURE.md, "Timers").
     pub timers: usize,
+    /// Blocking-pool threads running an [`unblock`](crate::unblock) call
+    /// (or a [`fs`](crate::fs) operation) right now; at most
+    /// `blocking_threads`.
+    pub blocking_busy: usize,
+    /// `unblock` calls waiting for a blocking-pool thread: every thread
+    /// is busy and the pool is at its `blocking_threads` cap.
+    pub blocking_queued: usize,
+    /// Blocking-pool threads alive (busy or idle); an idle one exits after
+    /// `blocking_idle_timeout`.
+    pub blocking_threads: usize,
     /// One entry per live Processer.
     pub processers: Vec<ProcesserStats>,
 }

@@ -53,6 +53,8 @@ pub(crate) enum WaitOn {
     Writable(i32),
     /// A future polled by `block_on_future`.
     Future,
+    /// A call run on the blocking pool by [`unblock`](crate::unblock).
+    Unblock,
 }
 
 impl fmt::Display for WaitOn {
@@ -75,6 +77,7 @@ impl fmt::Display for WaitOn {
             WaitOn::Readable(fd) => write!(f, "fd {fd} readable"),
             WaitOn::Writable(fd) => write!(f, "fd {fd} writable"),
             WaitOn::Future => f.write_str("future"),
+            WaitOn::Unblock => f.write_str("unblock"),
         }
     }
 }

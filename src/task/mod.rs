@@ -2,7 +2,8 @@
 //! `Scheduler::block_on`), waiting for a result (`JoinHandle`), parking and
 //! waking (`park`, `Task::unpark`, `yield_now`), coroutine-local values,
 //! futures (`block_on_future`, the task's waker; `JoinHandle` is one), and
-//! scoped tasks that borrow from their caller (`scope`, `Scheduler::scope`).
+//! scoped tasks that borrow from their caller (`scope`, `Scheduler::scope`),
+//! and blocking calls made on the blocking pool (`unblock`).
 
 pub(crate) mod builder;
 pub(crate) mod future;
@@ -11,3 +12,4 @@ pub(crate) mod locals;
 pub(crate) mod park;
 pub(crate) mod scope;
 pub(crate) mod spawn;
+pub(crate) mod unblock;

@@ -1,0 +1,43 @@
+//! Files and directories shaped like [`std::fs`], for programs built
+//! without the `hooks` feature: each call that may block (every system
+//! call on a path or a file) is made on the scheduler's blocking pool
+//! through [`unblock`](crate::unblock), while the calling task parks and
+//! its Processer runs other tasks. Outside a task, each call runs in place
+//! and behaves exactly as std's.
+//!
+//! Results and errors are std's own: the same [`io::Error`](std::io::Error)
+//! kinds (`NotFound`, `PermissionDenied`, ...), the same
+//! [`Metadata`](std::fs::Metadata) and [`DirEntry`](std::fs::DirEntry).
+//!
+//! ```
+//! # let dir = std::env::temp_dir().join(format!("gofer-fs-doc-{}", std::process::id()));
+//! let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+//! let text = sched.block_on(move || {
+//!     gofer::fs::create_dir_all(&dir)?;
+//!     let path = dir.join("hello.txt");
+//!     gofer::fs::write(&path, "hello")?;
+//!     let text = gofer::fs::read_to_string(&path)?;
+//!     gofer::fs::remove_file(&path)?;
+//!     std::fs::remove_dir(&dir)?;
+//!     Ok::<_, std::io::Error>(text)
+//! });
+//! assert_eq!(text.unwrap(), "hello");
+//! sched.shutdown();
+//! ```
+//!
+//! Each call is one hand-off to a pool thread and back, so a few large
+//! reads and writes cost less than many small ones: `read`, `write` and the
+//! `Read::read_to_end` / `Write::write_all` of [`File`] make the whole
+//! transfer in one hand-off.
+
+mod file;
+mod open_options;
+mod ops;
+mod read_dir;
+
+pub use file::File;
+pub use open_options::OpenOptions;
+pub use ops::{
+    create_dir_all, metadata, read, read_dir, read_to_string, remove_file, rename, write,
+};
+pub use read_dir::ReadDir;

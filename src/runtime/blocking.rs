@@ -1,0 +1,425 @@
+//! The blocking pool of one scheduler: plain OS threads that run the calls
+//! tasks hand off with [`unblock`](crate::unblock) (and so every operation
+//! of [`fs`](crate::fs)), while the calling task parks on its own
+//! Processer.
+//!
+//! # What it owns
+//!
+//! A queue of [`Job`]s, the threads that run them, and three counters for
+//! `Stats` (threads busy, jobs queued, threads alive). It never runs task
+//! code: a job is a call with no coroutine of its own, and a pool thread is
+//! no Processer (a task it wakes goes back to its own Processer).
+//!
+//! # Invariants
+//!
+//! 1. A job accepted by [`BlockingPool::submit`] runs exactly once, on a
+//!    pool thread; a job refused (`Err`) never runs here and goes back to
+//!    its caller. Shutdown does not drop accepted jobs: the threads run the
+//!    queue empty before they exit.
+//! 2. Threads grow on demand: a job that finds no idle thread starts one,
+//!    up to `blocking_threads`; beyond that it waits in the queue. A thread
+//!    idle for `blocking_idle_timeout` exits.
+//! 3. `idle` counts the threads waiting for work that no submitter has
+//!    claimed yet. A submitter claims one (`idle -= 1`, `notify += 1`)
+//!    before it signals the condition variable, so two jobs submitted at
+//!    once never count on the same idle thread: the second starts a thread
+//!    (or queues) instead of waiting behind the first, which matters when
+//!    one call waits for another.
+//!
+//! 4. A thread done with a job spins a moment (`SPIN_ROUNDS`) before it
+//!    sleeps, watching `queued`: a task that makes calls one after another
+//!    submits its next one about a wake-up later, and finds the thread
+//!    still there, so neither side pays for a sleep and a wake-up. While it
+//!    spins the thread counts in `spinning`, and a submitter claims it like
+//!    an idle one (`spinning -= 1`, `spin_claims += 1`) with no signal;
+//!    after its spin the thread either takes a claim or leaves `spinning`,
+//!    so `spinning + spin_claims` is always the number of threads in their
+//!    spin, and two submitters never count on the same one.
+//!
+//! # The races
+//!
+//! A waiter wakes for a notify, a timeout, a shutdown or spuriously, and
+//! cannot tell which from the condition variable. It tells from the state,
+//! under the lock:
+//!
+//! ```text
+//!  submitter S                          idle thread W (counted in idle)
+//!  1. lock; push the job                1. wait on `work` (lock released)
+//!  2. idle > 0: idle -= 1, notify += 1  2. woken or timed out: lock
+//!  3. signal `work`; unlock             3. notify > 0: notify -= 1, go run jobs
+//!                                       4. else shutdown: idle -= 1, go drain
+//!                                       5. else timed out: idle -= 1, exit
+//!                                       6. else (spurious): wait again
+//! ```
+//!
+//! A thread that timed out at the moment S claimed it still finds a claim
+//! (`notify` above zero) at step 3 and serves the job. Which idle thread takes a claim does
+//! not matter; each claim lets exactly one waiter leave. A busy thread may
+//! take the job before the claimed one wakes; that one then finds the queue
+//! empty and waits again, counted idle anew.
+//!
+//! Starting a thread happens outside the lock (it takes a while): the
+//! submitter counts it first (`threads += 1`), so no other submitter starts
+//! one for the same room. If the OS refuses the thread, the submitter takes
+//! its job back out of the queue if no thread took it meanwhile and
+//! returns it to the caller, which runs the call in place.
+//!
+//! # Shutdown
+//!
+//! [`BlockingPool::shutdown`] sets `shutdown`, wakes every idle thread and
+//! joins them all: a call still running is waited for. The scheduler calls
+//! it only once no task is alive, and only tasks submit, so in practice the
+//! queue is empty by then. Dropping the pool without it (a detached
+//! scheduler) wakes the threads, which drain the queue and exit on their
+//! own.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+/// Rounds a pool thread spends looking for the next job before it sleeps:
+/// the first half spin on the CPU, the second yield it.
+const SPIN_ROUNDS: u32 = 64;
+
+/// One call handed to the pool: a function and the data it runs on.
+pub(crate) struct Job {
+    /// Runs the call. Must not unwind (the caller's own catches panics).
+    run: unsafe fn(*const ()),
+    /// What `run` runs on; lives until `run` has returned (see `submit`).
+    data: *const (),
+}
+
+// SAFETY: a Job is a pointer and a function the submitter vouched may run
+// on another thread (`BlockingPool::submit`'s contract: `data` is Send
+// state that stays alive until `run` returns).
+unsafe impl Send for Job {}
+
+impl Job {
+    /// A job that calls `run(data)`.
+    ///
+    /// # Safety
+    ///
+    /// `run(data)` must be sound to call once on any thread while the
+    /// submitter waits, and must not unwind; see [`BlockingPool::submit`]
+    /// for how long `data` must live.
+    pub(crate) unsafe fn new(run: unsafe fn(*const ()), data: *const ()) -> Job {
+        Job { run, data }
+    }
+
+    /// The data pointer, for taking a refused job back.
+    pub(crate) fn data(&self) -> *const () {
+        self.data
+    }
+}
+
+/// A scheduler's blocking pool (see the module docs).
+pub(crate) struct BlockingPool {
+    inner: Arc<Inner>,
+    /// Threads started and not yet joined; finished ones are forgotten when
+    /// the next one starts.
+    handles: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// What the pool's threads share with the submitters.
+struct Inner {
+    state: Mutex<State>,
+    /// Idle threads wait here for a job or for shutdown.
+    work: Condvar,
+    /// Threads running a job now (for `Stats`; written under the lock or by
+    /// the thread that runs the job, read Relaxed).
+    busy: AtomicUsize,
+    /// Jobs waiting for a thread (for `Stats`; mirrors `queue.len()`).
+    queued: AtomicUsize,
+    /// Threads alive (for `Stats`; mirrors `State::threads`).
+    threads: AtomicUsize,
+    /// `blocking_threads`.
+    max: usize,
+    /// `blocking_idle_timeout`.
+    keep_alive: Duration,
+    /// The threads' name.
+    name: String,
+}
+
+/// The pool's state, under `Inner::state`.
+struct State {
+    queue: VecDeque<Job>,
+    /// Threads alive or being started.
+    threads: usize,
+    /// Threads waiting for work and not claimed by a submitter (invariant 3).
+    idle: usize,
+    /// Claims made by submitters that no waiter has taken yet.
+    notify: usize,
+    /// Threads spinning for the next job, not claimed by a submitter.
+    spinning: usize,
+    /// Claims on spinning threads not taken yet (`spinning + spin_claims`
+    /// is the number of threads in their spin).
+    spin_claims: usize,
+    /// No more jobs; threads drain the queue and exit.
+    shutdown: bool,
+}
+
+impl BlockingPool {
+    /// A pool of at most `max` threads named `name`, none started yet;
+    /// each exits after `keep_alive` without work.
+    pub(crate) fn new(max: usize, keep_alive: Duration, name: String) -> BlockingPool {
+        BlockingPool {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    threads: 0,
+                    idle: 0,
+                    notify: 0,
+                    spinning: 0,
+                    spin_claims: 0,
+                    shutdown: false,
+                }),
+                work: Condvar::new(),
+                busy: AtomicUsize::new(0),
+                queued: AtomicUsize::new(0),
+                threads: AtomicUsize::new(0),
+                max,
+                keep_alive,
+                name,
+            }),
+            handles: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Hands `job` to a pool thread. `Err` gives the job back, not run:
+    /// the pool is shut down, or it has no thread and the OS refused to
+    /// start one.
+    ///
+    /// # Safety
+    ///
+    /// On `Ok`, the job's data must stay alive and in place until its `run`
+    /// has returned (the caller waits for a signal `run` itself sends).
+    pub(crate) unsafe fn submit(&self, job: Job) -> Result<(), Job> {
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        if st.shutdown {
+            return Err(job);
+        }
+        st.queue.push_back(job);
+        inner.queued.store(st.queue.len(), Ordering::Relaxed);
+        if st.spinning > 0 {
+            // A thread looking at `queued` takes it, no wake-up needed.
+            st.spinning -= 1;
+            st.spin_claims += 1;
+            return Ok(());
+        }
+        if st.idle > 0 {
+            st.idle -= 1;
+            st.notify += 1;
+            inner.work.notify_one();
+            return Ok(());
+        }
+        if st.threads >= inner.max {
+            // Every thread is busy: the first to finish takes it.
+            return Ok(());
+        }
+        st.threads += 1;
+        inner.threads.store(st.threads, Ordering::Relaxed);
+        let data = st.queue.back().map(Job::data);
+        drop(st);
+        match self.start_thread() {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                let mut st = inner.state.lock();
+                st.threads -= 1;
+                inner.threads.store(st.threads, Ordering::Relaxed);
+                // Take the job back unless a thread already took it (then
+                // it runs there, and the caller waits as usual).
+                let mine = st.queue.iter().rposition(|j| Some(j.data) == data);
+                match mine.and_then(|at| st.queue.remove(at)) {
+                    Some(job) => {
+                        inner.queued.store(st.queue.len(), Ordering::Relaxed);
+                        Err(job)
+                    }
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    fn start_thread(&self) -> std::io::Result<()> {
+        let inner = self.inner.clone();
+        let h = std::thread::Builder::new()
+            .name(self.inner.name.clone())
+            .spawn(move || inner.work_loop())?;
+        let mut hs = self.handles.lock();
+        // Retired threads have exited; forget their handles.
+        hs.retain(|h| !h.is_finished());
+        hs.push(h);
+        Ok(())
+    }
+
+    /// Threads running a call now.
+    pub(crate) fn busy(&self) -> usize {
+        self.inner.busy.load(Ordering::Relaxed)
+    }
+
+    /// Calls waiting for a thread.
+    pub(crate) fn queued(&self) -> usize {
+        self.inner.queued.load(Ordering::Relaxed)
+    }
+
+    /// Pool threads alive (or being started).
+    pub(crate) fn threads(&self) -> usize {
+        self.inner.threads.load(Ordering::Relaxed)
+    }
+
+    /// Refuses further jobs, lets the threads run what is queued, and joins
+    /// them (a call still running is waited for). The calling thread, if it
+    /// is one of the pool's, is not joined.
+    pub(crate) fn shutdown(&self) {
+        self.begin_shutdown();
+        let me = std::thread::current().id();
+        let handles = std::mem::take(&mut *self.handles.lock());
+        for h in handles {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+    }
+
+    fn begin_shutdown(&self) {
+        let mut st = self.inner.state.lock();
+        st.shutdown = true;
+        self.inner.work.notify_all();
+    }
+}
+
+impl Drop for BlockingPool {
+    /// A detached scheduler's pool: the threads drain the queue and exit
+    /// on their own (they hold only `Inner`).
+    fn drop(&mut self) {
+        self.begin_shutdown();
+    }
+}
+
+impl Inner {
+    /// A pool thread: run jobs until idle for `keep_alive`, or until
+    /// shutdown with the queue empty.
+    fn work_loop(&self) {
+        let mut st = self.state.lock();
+        loop {
+            if let Some(job) = st.queue.pop_front() {
+                self.queued.store(st.queue.len(), Ordering::Relaxed);
+                self.busy.fetch_add(1, Ordering::Relaxed);
+                drop(st);
+                // SAFETY: `submit`'s contract: `data` lives until `run`
+                // returns, and `run` is sound on this thread, once (the job
+                // left the queue, so no other thread has it).
+                unsafe { (job.run)(job.data) };
+                self.busy.fetch_sub(1, Ordering::Relaxed);
+                st = self.state.lock();
+                continue;
+            }
+            if st.shutdown {
+                break;
+            }
+            // Spin a moment for the next job before sleeping: a task making
+            // calls one after another submits its next one about a wake-up
+            // later, and finds this thread still here.
+            st.spinning += 1;
+            drop(st);
+            for round in 0..SPIN_ROUNDS {
+                if self.queued.load(Ordering::Relaxed) > 0 {
+                    break;
+                }
+                if round < SPIN_ROUNDS / 2 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            st = self.state.lock();
+            if st.spin_claims > 0 {
+                // Claimed by a submitter: its job is queued (or a busy
+                // thread took it meanwhile).
+                st.spin_claims -= 1;
+                continue;
+            }
+            st.spinning -= 1;
+            if !st.queue.is_empty() || st.shutdown {
+                // A job queued by a submitter that counted on another
+                // thread (one idle or being started): help anyway. Or
+                // shutdown, whose wake-up came while we spun: drain and
+                // exit rather than sleep.
+                continue;
+            }
+            // Wait for a claim (see the module docs for the steps).
+            st.idle += 1;
+            let leave = loop {
+                let timed_out = self.work.wait_for(&mut st, self.keep_alive).timed_out();
+                if st.notify > 0 {
+                    st.notify -= 1;
+                    break false;
+                }
+                if st.shutdown {
+                    st.idle -= 1;
+                    break false;
+                }
+                if timed_out {
+                    st.idle -= 1;
+                    break true;
+                }
+            };
+            if leave {
+                break;
+            }
+        }
+        st.threads -= 1;
+        self.threads.store(st.threads, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    struct Probe {
+        tx: mpsc::Sender<usize>,
+        n: usize,
+    }
+
+    unsafe fn send(p: *const ()) {
+        // SAFETY: the tests pass a `Probe` that outlives the job.
+        let p = unsafe { &*(p as *const Probe) };
+        p.tx.send(p.n).unwrap();
+    }
+
+    #[test]
+    fn every_accepted_job_runs_once_and_threads_stay_within_the_cap() {
+        let pool = BlockingPool::new(2, Duration::from_secs(10), "t-blocking".into());
+        let (tx, rx) = mpsc::channel();
+        let probes: Vec<Probe> = (0..50).map(|n| Probe { tx: tx.clone(), n }).collect();
+        for p in &probes {
+            // SAFETY: `probes` outlives the jobs: every one is received
+            // below before it is dropped.
+            let job = unsafe { Job::new(send, p as *const Probe as *const ()) };
+            // SAFETY: as above.
+            assert!(unsafe { pool.submit(job) }.is_ok());
+            assert!(pool.threads() <= 2);
+        }
+        let mut got: Vec<usize> = (0..50).map(|_| rx.recv().unwrap()).collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..50).collect::<Vec<_>>());
+        // The threads are spinning or idle now, with 10 s to go before they
+        // would retire: shutdown wakes them either way.
+        let t = std::time::Instant::now();
+        pool.shutdown();
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert_eq!(pool.threads(), 0);
+        // SAFETY: the probe outlives the call; a refused job never runs.
+        let job = unsafe { Job::new(send, &probes[0] as *const Probe as *const ()) };
+        // SAFETY: as above.
+        let refused = unsafe { pool.submit(job) }.is_err();
+        assert!(refused, "refused after shutdown");
+    }
+}
