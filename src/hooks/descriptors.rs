@@ -15,6 +15,7 @@ use libc::{c_int, c_ulong, c_void, socklen_t};
 
 use super::fdctx::{self, USER_NONBLOCK};
 use super::guard::{bypass, guarded, set_errno};
+use super::offload::{offload, offloads_fd};
 use super::real;
 use crate::runtime::io::Interest;
 
@@ -35,13 +36,20 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 
 /// Hooked `fcntl`: `F_SETFL` records whether the program asked for
 /// non-blocking mode (its calls then return `EAGAIN`, as libc's would);
-/// `F_DUPFD*` copies the bookkeeping. Everything goes to libc unchanged:
-/// gofer never leaves a flag of its own on a descriptor.
+/// `F_DUPFD*` copies the bookkeeping; `F_SETLKW` and `F_OFD_SETLKW`, which
+/// wait for another process's lock, are made on the blocking pool inside a
+/// task (see `wait.rs`). Everything goes to libc unchanged: gofer never
+/// leaves a flag of its own on a descriptor.
 ///
 /// # Safety
 /// The contract of `fcntl(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
+    if matches!(cmd, libc::F_SETLKW | libc::F_OFD_SETLKW) && offloads_fd(fd) {
+        // SAFETY: forwarded with the caller's arguments (a flock the
+        // caller keeps alive while it waits).
+        return offload(|| unsafe { real::fcntl(fd, cmd, arg) });
+    }
     // SAFETY: forwarded with the caller's arguments.
     let r = unsafe { real::fcntl(fd, cmd, arg) };
     if r < 0 || bypass() {

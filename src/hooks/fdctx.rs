@@ -15,6 +15,8 @@
 //!   bit  5        CLOSING       being closed: callers wait until it is
 //!   bit  4        SOCKET        it is a socket (connect, SO_*TIMEO apply)
 //!   bit  3        USER_NONBLOCK the program set O_NONBLOCK: return EAGAIN
+//!   bit  2        FILE          a regular file or a block device: calls
+//!                               that may block go to the blocking pool
 //!   bit  1        HOOKED        a socket or a pipe: calls may wait
 //!   bit  0        KNOWN         the bits above were read (fstat, F_GETFL)
 //! ```
@@ -54,6 +56,7 @@ pub(crate) const MAX_FD: usize = CHUNK * CHUNKS;
 
 pub(crate) const KNOWN: u64 = 1;
 pub(crate) const HOOKED: u64 = 2;
+pub(crate) const FILE: u64 = 4;
 pub(crate) const USER_NONBLOCK: u64 = 8;
 pub(crate) const SOCKET: u64 = 16;
 /// Being closed: nothing learned about the descriptor is remembered.
@@ -188,6 +191,8 @@ impl FdCtx {
             bits |= HOOKED | SOCKET;
         } else if fmt == libc::S_IFIFO {
             bits |= HOOKED;
+        } else if fmt == libc::S_IFREG || fmt == libc::S_IFBLK {
+            bits |= FILE;
         }
         if bits & HOOKED != 0 {
             // SAFETY: F_GETFL takes no argument.

@@ -2,6 +2,10 @@
 //! not to block, and on `EAGAIN` park the task on the IO manager until the
 //! descriptor is ready, then try again.
 //!
+//! A regular file or block device is ready to epoll at every moment, so no
+//! try-wait-retry can spare the thread there: a data call on one goes to
+//! the blocking pool instead (`offload.rs`), whole.
+//!
 //! This file owns the routing decision for a descriptor ([`route`]), the
 //! loop ([`io_loop`]) and the per-call ways to ask the kernel not to block
 //! (`MSG_DONTWAIT`, `RWF_NOWAIT`, a one-call `O_NONBLOCK`). Its invariant:
@@ -16,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use libc::{c_int, c_ulong, iovec, msghdr, socklen_t, ssize_t};
 
-use super::fdctx::{self, FdCtx, HOOKED, KNOWN, SOCKET, USER_NONBLOCK};
+use super::fdctx::{self, FdCtx, FILE, HOOKED, KNOWN, SOCKET, USER_NONBLOCK};
 use super::guard::{bypass, errno, guarded, in_task, is_stdio, set_errno};
+use super::offload::offload;
 use super::real;
 use crate::runtime::io::{poll_fd, Interest, Registration};
 
@@ -31,6 +36,9 @@ pub(super) enum Route {
     Pass,
     /// Through [`io_loop`]: `ctx`, its state when the call began.
     Wait(&'static FdCtx, u64),
+    /// A regular file or a block device: a data call goes to the blocking
+    /// pool as it stands.
+    Offload,
     /// The descriptor was closed while the call looked at it (or is not
     /// open): the call fails with `EBADF`. Passing it to libc could block
     /// the thread for good on a descriptor closed under it, since `close`
@@ -41,8 +49,9 @@ pub(super) enum Route {
 /// A call waits through the reactor only inside a task, on a socket or a
 /// pipe (one the kernel can be asked not to block on, call by call), that
 /// the program has not made non-blocking itself and that is not stdio.
-/// Everything else, every call on a plain thread included, is libc's,
-/// exactly as without the hooks.
+/// Inside a task, a regular file or block device (not stdio) goes to the
+/// blocking pool. Everything else, every call on a plain thread included,
+/// is libc's, exactly as without the hooks.
 pub(super) fn route(fd: c_int) -> Route {
     if is_stdio(fd) || bypass() || !in_task() {
         return Route::Pass;
@@ -55,6 +64,9 @@ pub(super) fn route(fd: c_int) -> Route {
         // `state` learned nothing: the descriptor is not open, or a close
         // began while it looked (see `FdCtx::state`).
         return Route::Closed;
+    }
+    if st & FILE != 0 {
+        return Route::Offload;
     }
     if st & HOOKED == 0 || st & USER_NONBLOCK != 0 {
         return Route::Pass;
@@ -99,6 +111,8 @@ pub(super) fn io_loop(
     let (ctx, st) = match route(fd) {
         Route::Pass => return plain(),
         Route::Closed => return fail(Stop::Closed),
+        Route::Offload if data => return offload(plain),
+        Route::Offload => return plain(),
         Route::Wait(ctx, st) => (ctx, st),
     };
     let socket = st & SOCKET != 0;

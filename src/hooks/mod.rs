@@ -100,9 +100,15 @@ mod descriptors;
 #[cfg(feature = "hooks")]
 mod fdctx;
 #[cfg(feature = "hooks")]
+mod files;
+#[cfg(feature = "hooks")]
 mod guard;
 #[cfg(feature = "hooks")]
 mod io_loop;
+#[cfg(feature = "hooks")]
+mod names;
+#[cfg(feature = "hooks")]
+mod offload;
 #[cfg(feature = "hooks")]
 mod poll;
 #[cfg(feature = "hooks")]
@@ -113,6 +119,8 @@ mod sleep;
 mod sockets;
 #[cfg(feature = "hooks")]
 mod symbols;
+#[cfg(feature = "hooks")]
+mod wait;
 
 /// The registration the hooks made for `fd` (a task waited on it through a
 /// hooked call), so that a `gofer::net` socket made from the same

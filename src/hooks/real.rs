@@ -98,3 +98,91 @@ pub(crate) unsafe fn ioctl(fd: c_int, req: c_ulong, arg: c_ulong) -> c_int {
     // SAFETY: the caller keeps ioctl's contract.
     unsafe { f(fd, req, arg) }
 }
+
+// The calls the hooks send to the blocking pool (`offload.rs`).
+real! {
+    pread: fn(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t;
+    pread64: fn(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off64_t) -> ssize_t;
+    pwrite: fn(fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t;
+    pwrite64: fn(fd: c_int, buf: *const c_void, n: size_t, off: libc::off64_t) -> ssize_t;
+    preadv: fn(fd: c_int, iov: *const iovec, cnt: c_int, off: libc::off_t) -> ssize_t;
+    preadv64: fn(fd: c_int, iov: *const iovec, cnt: c_int, off: libc::off64_t) -> ssize_t;
+    pwritev: fn(fd: c_int, iov: *const iovec, cnt: c_int, off: libc::off_t) -> ssize_t;
+    pwritev64: fn(fd: c_int, iov: *const iovec, cnt: c_int, off: libc::off64_t) -> ssize_t;
+    creat: fn(path: *const libc::c_char, mode: libc::mode_t) -> c_int;
+    creat64: fn(path: *const libc::c_char, mode: libc::mode_t) -> c_int;
+    fsync: fn(fd: c_int) -> c_int;
+    fdatasync: fn(fd: c_int) -> c_int;
+    ftruncate: fn(fd: c_int, len: libc::off_t) -> c_int;
+    ftruncate64: fn(fd: c_int, len: libc::off64_t) -> c_int;
+    fallocate: fn(fd: c_int, mode: c_int, off: libc::off_t, len: libc::off_t) -> c_int;
+    fallocate64: fn(fd: c_int, mode: c_int, off: libc::off64_t, len: libc::off64_t) -> c_int;
+    flock: fn(fd: c_int, op: c_int) -> c_int;
+    lockf: fn(fd: c_int, cmd: c_int, len: libc::off_t) -> c_int;
+    lockf64: fn(fd: c_int, cmd: c_int, len: libc::off64_t) -> c_int;
+    wait: fn(status: *mut c_int) -> libc::pid_t;
+    waitpid: fn(pid: libc::pid_t, status: *mut c_int, options: c_int) -> libc::pid_t;
+    wait4: fn(pid: libc::pid_t, status: *mut c_int, options: c_int, ru: *mut libc::rusage) -> libc::pid_t;
+    waitid: fn(idtype: libc::idtype_t, id: libc::id_t, info: *mut libc::siginfo_t, options: c_int) -> c_int;
+    getaddrinfo: fn(node: *const libc::c_char, service: *const libc::c_char, hints: *const libc::addrinfo, res: *mut *mut libc::addrinfo) -> c_int;
+    getnameinfo: fn(sa: *const sockaddr, salen: socklen_t, host: *mut libc::c_char, hostlen: socklen_t, serv: *mut libc::c_char, servlen: socklen_t, flags: c_int) -> c_int;
+    gethostbyname_r: fn(name: *const libc::c_char, ret: *mut libc::hostent, buf: *mut libc::c_char, len: size_t, result: *mut *mut libc::hostent, h_errnop: *mut c_int) -> c_int;
+    gethostbyname2_r: fn(name: *const libc::c_char, af: c_int, ret: *mut libc::hostent, buf: *mut libc::c_char, len: size_t, result: *mut *mut libc::hostent, h_errnop: *mut c_int) -> c_int;
+    gethostbyaddr_r: fn(addr: *const c_void, alen: socklen_t, af: c_int, ret: *mut libc::hostent, buf: *mut libc::c_char, len: size_t, result: *mut *mut libc::hostent, h_errnop: *mut c_int) -> c_int;
+    ppoll: fn(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const libc::sigset_t) -> c_int;
+    select: fn(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int;
+    pselect: fn(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *const timespec, mask: *const libc::sigset_t) -> c_int;
+    epoll_wait: fn(epfd: c_int, ev: *mut libc::epoll_event, max: c_int, t: c_int) -> c_int;
+    epoll_pwait: fn(epfd: c_int, ev: *mut libc::epoll_event, max: c_int, t: c_int, mask: *const libc::sigset_t) -> c_int;
+}
+
+/// The real `open` (`wide`: `open64`), mode passed as a word.
+///
+/// # Safety
+/// The contract of `open(2)`.
+pub(crate) unsafe fn open(
+    wide: bool,
+    path: *const libc::c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    static SLOT64: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    let p = if wide {
+        lookup(&SLOT64, b"open64\0")
+    } else {
+        lookup(&SLOT, b"open\0")
+    };
+    // SAFETY: libc's `open`/`open64`, C variadic; called with the variadic
+    // convention, the mode as its one optional argument.
+    let f: unsafe extern "C" fn(*const libc::c_char, c_int, ...) -> c_int =
+        unsafe { std::mem::transmute(p) };
+    // SAFETY: the caller keeps open's contract.
+    unsafe { f(path, flags, mode) }
+}
+
+/// The real `openat` (`wide`: `openat64`), mode passed as a word.
+///
+/// # Safety
+/// The contract of `openat(2)`.
+pub(crate) unsafe fn openat(
+    wide: bool,
+    dir: c_int,
+    path: *const libc::c_char,
+    flags: c_int,
+    mode: c_uint,
+) -> c_int {
+    static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    static SLOT64: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    let p = if wide {
+        lookup(&SLOT64, b"openat64\0")
+    } else {
+        lookup(&SLOT, b"openat\0")
+    };
+    // SAFETY: libc's `openat`/`openat64`, C variadic; called with the
+    // variadic convention, the mode as its one optional argument.
+    let f: unsafe extern "C" fn(c_int, *const libc::c_char, c_int, ...) -> c_int =
+        unsafe { std::mem::transmute(p) };
+    // SAFETY: the caller keeps openat's contract.
+    unsafe { f(dir, path, flags, mode) }
+}

@@ -3,6 +3,7 @@
 //! and to [`KEEP`].
 
 use super::{data, descriptors, guard, poll, sleep, sockets};
+use super::{files, names, wait};
 
 /// The addresses of every hooked symbol.
 struct Symbols([*const (); 25]);
@@ -42,8 +43,58 @@ static KEEP: Symbols = Symbols([
     descriptors::dup3 as *const (),
 ]);
 
+/// The hooks that send a call to the blocking pool, kept as [`KEEP`].
+struct Offloaded([*const (); 37]);
+
+// SAFETY: plain function addresses, never written or dereferenced.
+unsafe impl Sync for Offloaded {}
+
+/// Every hooked symbol that sends its call to the blocking pool, kept as
+/// [`KEEP`] is.
+#[used]
+static KEEP_OFFLOADED: Offloaded = Offloaded([
+    files::pread as *const (),
+    files::pread64 as *const (),
+    files::pwrite as *const (),
+    files::pwrite64 as *const (),
+    files::preadv as *const (),
+    files::preadv64 as *const (),
+    files::pwritev as *const (),
+    files::pwritev64 as *const (),
+    files::fsync as *const (),
+    files::fdatasync as *const (),
+    files::ftruncate as *const (),
+    files::ftruncate64 as *const (),
+    files::fallocate as *const (),
+    files::fallocate64 as *const (),
+    files::open as *const (),
+    files::open64 as *const (),
+    files::openat as *const (),
+    files::openat64 as *const (),
+    files::creat as *const (),
+    files::creat64 as *const (),
+    wait::flock as *const (),
+    wait::lockf as *const (),
+    wait::lockf64 as *const (),
+    wait::wait as *const (),
+    wait::waitpid as *const (),
+    wait::wait4 as *const (),
+    wait::waitid as *const (),
+    names::getaddrinfo as *const (),
+    names::getnameinfo as *const (),
+    names::gethostbyname_r as *const (),
+    names::gethostbyname2_r as *const (),
+    names::gethostbyaddr_r as *const (),
+    poll::ppoll as *const (),
+    poll::select as *const (),
+    poll::pselect as *const (),
+    poll::epoll_wait as *const (),
+    poll::epoll_pwait as *const (),
+]);
+
 /// Touches [`KEEP`] (see there), and registers the fork handler once.
 pub(crate) fn keep() {
     std::hint::black_box(&KEEP.0);
+    std::hint::black_box(&KEEP_OFFLOADED.0);
     guard::register_fork_handler();
 }
