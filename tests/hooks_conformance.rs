@@ -296,9 +296,9 @@ fn closed_udp_port() -> SocketAddr {
         .expect("bind")
 }
 
-/// Blocks the calling thread (the real `poll`: no events asked, so the
-/// hook passes it on) until `fd` has an error or a hangup pending, without
-/// consuming it.
+/// Waits (the real `poll`, in place or on the blocking pool: no events
+/// asked, so no wait through the IO manager) until `fd` has an error or a
+/// hangup pending, without consuming it.
 fn wait_for_error(fd: i32) -> bool {
     let mut p = libc::pollfd {
         fd,
@@ -1342,5 +1342,421 @@ fn unix_datagrams_to_a_full_receiver_wait_for_room() {
     conform(
         "unix_datagrams_to_a_full_receiver_wait_for_room",
         unix_datagrams_full,
+    );
+}
+
+// ------------------------------------------------------------ files, locks,
+// children, names, several descriptors (the blocking pool inside a task)
+
+/// A fresh file path in the temp directory.
+fn file_path(name: &str) -> PathBuf {
+    sock_path(name).with_extension("file")
+}
+
+/// The last OS error's kind, for a raw libc call that returned -1.
+fn os_err() -> ErrorKind {
+    io::Error::last_os_error().kind()
+}
+
+fn files(_: Mode) -> impl Debug {
+    use std::fs::{File, OpenOptions};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::FileExt;
+    let path = file_path("files");
+    let data = mib(7);
+    // open (open64), write, fsync, read, pread, pwrite, vectored.
+    let wrote = kind(std::fs::write(&path, &data));
+    let read_back = kind(std::fs::read(&path)).map(|d| d == data);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let synced = (kind(f.sync_all()), kind(f.sync_data()));
+    let mut buf = [0u8; 16];
+    let pread = kind(f.read_at(&mut buf, 1000)).map(|n| (n, buf == data[1000..1016]));
+    let pwrite = kind(f.write_at(b"hello", 10));
+    let pread_back = kind(f.read_at(&mut buf[..5], 10)).map(|n| text(&buf[..n]));
+    let (mut a, mut b) = ([0u8; 3], [0u8; 4]);
+    let mut fr = &f;
+    let readv = kind(fr.read_vectored(&mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)]))
+        .map(|n| (n, a == data[..3], b == data[3..7]));
+    let writev = kind(fr.write_vectored(&[IoSlice::new(b"ab"), IoSlice::new(b"cd")]));
+    // ftruncate (ftruncate64), and fallocate, then the length.
+    let truncated = kind(f.set_len(4096)).map(|_| f.metadata().unwrap().len());
+    // SAFETY: a valid descriptor; fallocate takes no pointer.
+    let fa = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, 1 << 16) };
+    let fallocated = (fa, f.metadata().unwrap().len());
+    // Errors made on the pool come back with their errno: a write or a
+    // truncation through a read-only descriptor, an open of nothing, an
+    // exclusive create of what exists.
+    let ro = File::open(&path).unwrap();
+    let ro_errors = (kind(ro.write_at(b"x", 0)), kind(ro.set_len(0)));
+    let missing = kind(File::open(file_path("no-such-file"))).map(|_| ());
+    let exists = kind(OpenOptions::new().write(true).create_new(true).open(&path)).map(|_| ());
+    // openat with a mode (the variadic argument), creat.
+    let at_path = file_path("openat");
+    let c = std::ffi::CString::new(at_path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path; O_CREAT with its mode.
+    let fd = unsafe {
+        libc::openat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o640 as libc::c_uint,
+        )
+    };
+    let mode = std::fs::metadata(&at_path).map(|m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode() & 0o777
+    });
+    // SAFETY: the descriptor openat gave.
+    unsafe { libc::close(fd) };
+    // SAFETY: a NUL-terminated path.
+    let again = unsafe {
+        libc::openat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL,
+            0o600,
+        )
+    };
+    let openat = (fd >= 0, kind(mode), again, os_err());
+    // SAFETY: a NUL-terminated path and a mode.
+    let cfd = unsafe { libc::creat(c.as_ptr(), 0o600) };
+    let creat = (cfd >= 0, std::fs::metadata(&at_path).map(|m| m.len()).ok());
+    // SAFETY: the descriptor creat gave.
+    unsafe { libc::close(cfd) };
+    for p in [&path, &at_path] {
+        let _ = std::fs::remove_file(p);
+    }
+    (
+        (wrote, read_back, synced),
+        (pread, pwrite, pread_back, readv, writev),
+        (truncated, fallocated),
+        (ro_errors, missing, exists),
+        (openat, creat),
+    )
+}
+
+#[test]
+fn file_reads_writes_opens_syncs_and_lengths() {
+    conform("file_reads_writes_opens_syncs_and_lengths", files);
+}
+
+fn lock(fd: i32, op: i32) -> (i32, Option<ErrorKind>) {
+    // SAFETY: a valid descriptor; flock takes no pointer.
+    let r = unsafe { libc::flock(fd, op) };
+    (r, (r != 0).then(os_err))
+}
+
+/// An OFD lock of the whole file (`F_OFD_SETLK`/`F_OFD_SETLKW`).
+fn ofd_lock(fd: i32, cmd: i32, ty: i32) -> (i32, Option<ErrorKind>) {
+    // SAFETY: flock is plain data; all-zero is a valid whole-file range.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = ty as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: a live flock for the lock commands.
+    let r = unsafe { libc::fcntl(fd, cmd, &mut fl) };
+    (r, (r != 0).then(os_err))
+}
+
+fn file_locks(mode: Mode) -> impl Debug {
+    use std::fs::File;
+    let path = file_path("locks");
+    std::fs::write(&path, b"locked").unwrap();
+    let rw = || File::options().read(true).write(true).open(&path).unwrap();
+    let (a, b) = (rw(), rw());
+    let (fa, fb) = (a.as_raw_fd(), b.as_raw_fd());
+    // flock: taken, refused without waiting, then waited for by a peer
+    // until released here.
+    let taken = lock(fa, libc::LOCK_EX);
+    let refused = lock(fb, libc::LOCK_EX | libc::LOCK_NB);
+    let p = mode.peer(move || {
+        let r = lock(b.as_raw_fd(), libc::LOCK_EX);
+        let at = Instant::now();
+        let un = lock(b.as_raw_fd(), libc::LOCK_UN);
+        (r, un, at, b)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let released_at = Instant::now();
+    let released = lock(fa, libc::LOCK_UN);
+    let (got, un, at, b) = p.join();
+    let flock = (taken, refused, released, got, un, at >= released_at);
+    // OFD locks (fcntl F_OFD_SETLKW) conflict between open files too.
+    let taken = ofd_lock(fa, libc::F_OFD_SETLKW, libc::F_RDLCK);
+    let refused = ofd_lock(b.as_raw_fd(), libc::F_OFD_SETLK, libc::F_WRLCK);
+    let p = mode.peer(move || {
+        let r = ofd_lock(b.as_raw_fd(), libc::F_OFD_SETLKW, libc::F_WRLCK);
+        let at = Instant::now();
+        ofd_lock(b.as_raw_fd(), libc::F_OFD_SETLK, libc::F_UNLCK);
+        (r, at)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let released_at = Instant::now();
+    let released = ofd_lock(fa, libc::F_OFD_SETLK, libc::F_UNLCK);
+    let (got, at) = p.join();
+    let ofd = (taken, refused, released, got, at >= released_at);
+    // lockf and process locks (F_SETLKW) on a free file: taken at once.
+    let w = rw();
+    // SAFETY: a valid descriptor; lockf takes no pointer.
+    let lockf = unsafe { libc::lockf(w.as_raw_fd(), libc::F_LOCK, 0) };
+    let setlkw = ofd_lock(w.as_raw_fd(), libc::F_SETLKW, libc::F_WRLCK);
+    // A bad descriptor: errno comes back.
+    let bad = (
+        lock(-1, libc::LOCK_EX),
+        ofd_lock(-1, libc::F_SETLKW, libc::F_WRLCK),
+    );
+    let _ = std::fs::remove_file(&path);
+    (flock, ofd, lockf, setlkw, bad)
+}
+
+#[test]
+fn file_locks_wait_for_their_release() {
+    conform("file_locks_wait_for_their_release", file_locks);
+}
+
+fn children(_: Mode) -> impl Debug {
+    use std::process::Command;
+    let status = Command::new("sh")
+        .args(["-c", "exit 3"])
+        .status()
+        .map(|s| s.code());
+    let output = Command::new("sh")
+        .args(["-c", "echo out; echo err >&2"])
+        .output()
+        .map(|o| (text(&o.stdout), text(&o.stderr), o.status.success()));
+    let mut c = Command::new("sleep").arg("0.3").spawn().unwrap();
+    let not_yet = kind(c.try_wait()).map(|s| s.is_some());
+    let waited = kind(c.wait()).map(|s| s.success());
+    let again = kind(c.try_wait()).map(|s| s.map(|s| s.success()));
+    // No child left: waitpid, wait4, waitid fail with ECHILD.
+    // SAFETY: no status pointer; no rusage; a zeroed siginfo.
+    let none = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        (
+            (libc::waitpid(-1, std::ptr::null_mut(), 0), os_err()),
+            (
+                libc::wait4(-1, std::ptr::null_mut(), 0, std::ptr::null_mut()),
+                os_err(),
+            ),
+            (
+                libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED),
+                os_err(),
+            ),
+        )
+    };
+    (status, kind(output), not_yet, waited, again, none)
+}
+
+#[test]
+fn children_are_waited_for_with_their_status() {
+    conform("children_are_waited_for_with_their_status", children);
+}
+
+fn names(_: Mode) -> impl Debug {
+    use std::net::ToSocketAddrs;
+    let mut addrs: Vec<String> = kind("localhost:80".to_socket_addrs())
+        .map(|a| a.map(|a| a.to_string()).collect())
+        .unwrap_or_default();
+    addrs.sort();
+    addrs.dedup();
+    let numeric = kind("127.0.0.1:8080".to_socket_addrs()).map(|a| a.count());
+    // getnameinfo of 127.0.0.1, numeric.
+    // SAFETY: sockaddr_in is plain data.
+    let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    sin.sin_family = libc::AF_INET as libc::sa_family_t;
+    sin.sin_port = 80u16.to_be();
+    sin.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+    let mut host = [0 as libc::c_char; 64];
+    let mut serv = [0 as libc::c_char; 16];
+    // SAFETY: a live sockaddr_in and two buffers of the lengths given.
+    let r = unsafe {
+        libc::getnameinfo(
+            (&sin as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            host.as_mut_ptr(),
+            host.len() as libc::socklen_t,
+            serv.as_mut_ptr(),
+            serv.len() as libc::socklen_t,
+            libc::NI_NUMERICHOST | libc::NI_NUMERICSERV,
+        )
+    };
+    // SAFETY: getnameinfo wrote NUL-terminated strings.
+    let cstr = |b: &[libc::c_char]| {
+        unsafe { std::ffi::CStr::from_ptr(b.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let nameinfo = (r, cstr(&host), cstr(&serv));
+    (addrs, numeric, nameinfo)
+}
+
+#[test]
+fn names_resolve_as_on_a_thread() {
+    conform("names_resolve_as_on_a_thread", names);
+}
+
+fn pipe_fds() -> (i32, i32) {
+    let mut fds = [0; 2];
+    // SAFETY: two ints for pipe(2) to fill.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    (fds[0], fds[1])
+}
+
+/// Two pipes; a peer writes one byte into the second after `after`.
+fn two_pipes(mode: Mode, after: Duration) -> ([i32; 2], [i32; 2], Peer<()>) {
+    let (r1, w1) = pipe_fds();
+    let (r2, w2) = pipe_fds();
+    let p = mode.peer(move || {
+        std::thread::sleep(after);
+        // SAFETY: one byte from a live buffer.
+        unsafe { libc::write(w2, b"x".as_ptr().cast(), 1) };
+    });
+    ([r1, r2], [w1, w2], p)
+}
+
+fn close_all(fds: &[i32]) {
+    for &fd in fds {
+        // SAFETY: descriptors the check made.
+        unsafe { libc::close(fd) };
+    }
+}
+
+fn several_descriptors(mode: Mode) -> impl Debug {
+    let pfds = |r: [i32; 2]| {
+        r.map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+    };
+    // poll on two pipes, one written later; then an expiry; then a
+    // descriptor that is not open.
+    let (r, w, p) = two_pipes(mode, Duration::from_millis(50));
+    let mut fds = pfds(r);
+    // SAFETY: two live pollfds.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 10_000) };
+    p.join();
+    let poll = (n, fds.map(|f| f.revents));
+    let mut fds = pfds([r[0], r[0]]);
+    let t = Instant::now();
+    // SAFETY: as above.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 100) };
+    let poll_expiry = (n, expired(t.elapsed(), Duration::from_millis(100)));
+    let mut fds = pfds([r[0], 100_000]);
+    // SAFETY: as above.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 10_000) };
+    let poll_nval = (n, fds.map(|f| f.revents));
+    close_all(&r);
+    close_all(&w);
+
+    // ppoll, the same with a timespec.
+    let (r, w, p) = two_pipes(mode, Duration::from_millis(50));
+    let mut fds = pfds(r);
+    let ts = libc::timespec {
+        tv_sec: 10,
+        tv_nsec: 0,
+    };
+    // SAFETY: two live pollfds, a live timespec, no mask.
+    let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+    p.join();
+    let ppoll = (n, fds.map(|f| f.revents));
+    close_all(&r);
+    close_all(&w);
+
+    // select: the sets as they come back, the timeout left, an error.
+    let (r, w, p) = two_pipes(mode, Duration::from_millis(50));
+    // SAFETY: fd_set is plain data; FD_ZERO/FD_SET/FD_ISSET on live sets
+    // with descriptors below FD_SETSIZE.
+    let select = unsafe {
+        let mut set: libc::fd_set = std::mem::zeroed();
+        libc::FD_ZERO(&mut set);
+        libc::FD_SET(r[0], &mut set);
+        libc::FD_SET(r[1], &mut set);
+        let mut tv = libc::timeval {
+            tv_sec: 10,
+            tv_usec: 0,
+        };
+        let nfds = r[0].max(r[1]) + 1;
+        let n = libc::select(
+            nfds,
+            &mut set,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut tv,
+        );
+        let left = tv.tv_sec > 0 && tv.tv_sec <= 10;
+        (
+            n,
+            libc::FD_ISSET(r[0], &set),
+            libc::FD_ISSET(r[1], &set),
+            left,
+        )
+    };
+    p.join();
+    // SAFETY: no sets, a live timeval; a negative count is refused.
+    let select_err = unsafe {
+        let mut tv = libc::timeval {
+            tv_sec: 1,
+            tv_usec: 0,
+        };
+        let n = libc::select(
+            -1,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut tv,
+        );
+        (n, os_err())
+    };
+    close_all(&r);
+    close_all(&w);
+
+    // epoll_wait on an epoll instance of the program's own.
+    let (r, w, p) = two_pipes(mode, Duration::from_millis(50));
+    // SAFETY: epoll calls on descriptors the check made, with live events.
+    let epoll = unsafe {
+        let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+        for (i, &fd) in r.iter().enumerate() {
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: 10 + i as u64,
+            };
+            libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev);
+        }
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        let n = libc::epoll_wait(ep, evs.as_mut_ptr(), 4, 10_000);
+        let got = (n, evs[0].u64, evs[0].events);
+        let t = Instant::now();
+        let mut buf = [0u8; 1];
+        libc::read(r[1], buf.as_mut_ptr().cast(), 1);
+        let n = libc::epoll_pwait(ep, evs.as_mut_ptr(), 4, 100, std::ptr::null());
+        let expiry = (n, expired(t.elapsed(), Duration::from_millis(100)));
+        // Not an epoll descriptor: EINVAL comes back.
+        let n = libc::epoll_wait(r[0], evs.as_mut_ptr(), 4, 100);
+        let not_epoll = (n, os_err());
+        libc::close(ep);
+        (got, expiry, not_epoll)
+    };
+    p.join();
+    close_all(&r);
+    close_all(&w);
+    (
+        poll,
+        poll_expiry,
+        poll_nval,
+        ppoll,
+        select,
+        select_err,
+        epoll,
+    )
+}
+
+#[test]
+fn waits_on_several_descriptors_give_the_real_results() {
+    conform(
+        "waits_on_several_descriptors_give_the_real_results",
+        several_descriptors,
     );
 }

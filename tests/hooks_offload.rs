@@ -1,0 +1,255 @@
+//! With the `hooks` feature, a call epoll cannot wait for, made inside a
+//! task, leaves the task's thread for the blocking pool: the task parks and
+//! the other tasks bound to its thread keep running.
+//!
+//! Each scenario runs 40 ticker tasks on two Processers (each ticks every
+//! millisecond through `gofer::sleep` and records its worst gap) while one
+//! task blocks for about 300 ms in a hooked call: a `flock` on a file
+//! another process holds locked, a `waitpid` for `sleep 0.3`, a `poll` on
+//! two pipes that become readable 300 ms later. Started tasks stay on the
+//! thread where they first ran, so a call that blocked the thread would
+//! stop the tickers bound to it for the whole 300 ms. Each scenario runs
+//! in a child process under a watchdog.
+//!
+//! Without the feature this file compiles to nothing.
+#![cfg(feature = "hooks")]
+
+mod common;
+
+use std::io::Write;
+use std::net::ToSocketAddrs;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gofer::chan;
+
+const TICKERS: usize = 40;
+
+/// How long the blocking call waits.
+const BLOCK: Duration = Duration::from_millis(300);
+
+/// The worst ticker gap allowed while it waits: well above a tick on a
+/// loaded machine, well below [`BLOCK`].
+const GAP_BOUND: Duration = Duration::from_millis(150);
+
+/// Runs [`TICKERS`] tickers on two Processers and, once they all run, one
+/// task that makes `blocker`'s call. Returns the tickers' worst gap while
+/// the call ran, and what `blocker` returned.
+fn worst_gap_during<T: Send + 'static>(
+    blocker: impl FnOnce() -> T + Send + 'static,
+) -> (Duration, T) {
+    let sched = common::fixed_scheduler(2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let worst = Arc::new(AtomicU64::new(0));
+    let started = Arc::new(AtomicUsize::new(0));
+    let tickers: Vec<_> = (0..TICKERS)
+        .map(|_| {
+            let (stop, measuring, worst, started) = (
+                stop.clone(),
+                measuring.clone(),
+                worst.clone(),
+                started.clone(),
+            );
+            sched.spawn(move || {
+                started.fetch_add(1, Ordering::Relaxed);
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    gofer::sleep(Duration::from_millis(1));
+                    let gap = t.elapsed().as_nanos() as u64;
+                    if measuring.load(Ordering::Relaxed) {
+                        worst.fetch_max(gap, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    common::wait_until("every ticker started", || {
+        started.load(Ordering::Relaxed) == TICKERS
+    });
+    measuring.store(true, Ordering::Relaxed);
+    let out = sched.spawn(blocker).join().expect("the blocking task");
+    measuring.store(false, Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    for t in tickers {
+        t.join().expect("a ticker");
+    }
+    sched.shutdown();
+    (Duration::from_nanos(worst.load(Ordering::Relaxed)), out)
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("gofer-offload-{}-{name}", std::process::id()))
+}
+
+fn assert_small_gap(what: &str, gap: Duration, waited: Duration) {
+    println!("figure: {what}: waited {waited:?}, worst ticker gap {gap:?}");
+    assert!(
+        waited >= BLOCK / 2,
+        "{what}: the call did not wait ({waited:?}): the scenario proves nothing"
+    );
+    assert!(
+        gap < GAP_BOUND,
+        "{what}: the tickers stalled for {gap:?} while the call waited {waited:?}"
+    );
+}
+
+#[test]
+fn a_flock_waiting_for_another_process_leaves_the_thread() {
+    common::in_child(
+        "a_flock_waiting_for_another_process_leaves_the_thread",
+        || {
+            let path = temp_path("flock");
+            std::fs::write(&path, b"lock").unwrap();
+            // The holder: another process takes the lock, says so, holds it for
+            // BLOCK and exits (its lock goes with it).
+            let mut holder = std::process::Command::new("flock")
+                .arg(&path)
+                .args(["-c", "echo held; sleep 0.3"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn flock(1)");
+            let mut line = [0u8; 5];
+            std::io::Read::read_exact(holder.stdout.as_mut().unwrap(), &mut line).unwrap();
+            assert_eq!(&line, b"held\n");
+            let p = path.clone();
+            let (gap, (r, waited)) = worst_gap_during(move || {
+                let f = std::fs::File::open(&p).unwrap();
+                let t = Instant::now();
+                // SAFETY: a valid descriptor; flock takes no pointer.
+                let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+                (r, t.elapsed())
+            });
+            assert_eq!(r, 0);
+            holder.wait().unwrap();
+            let _ = std::fs::remove_file(&path);
+            assert_small_gap("flock", gap, waited);
+        },
+    );
+}
+
+#[test]
+fn a_waitpid_for_a_child_leaves_the_thread() {
+    common::in_child("a_waitpid_for_a_child_leaves_the_thread", || {
+        let (gap, (status, waited)) = worst_gap_during(|| {
+            let t = Instant::now();
+            let s = std::process::Command::new("sleep").arg("0.3").status();
+            (s.map(|s| s.success()).ok(), t.elapsed())
+        });
+        assert_eq!(status, Some(true));
+        assert_small_gap("waitpid", gap, waited);
+    });
+}
+
+fn pipe() -> (i32, i32) {
+    let mut fds = [0; 2];
+    // SAFETY: two ints for pipe(2) to fill.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    (fds[0], fds[1])
+}
+
+#[test]
+fn a_poll_on_two_pipes_leaves_the_thread() {
+    common::in_child("a_poll_on_two_pipes_leaves_the_thread", || {
+        let (r1, w1) = pipe();
+        let (r2, w2) = pipe();
+        // A plain thread writes to the second pipe once the poll began.
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let writer = std::thread::spawn(move || {
+            go_rx.recv().unwrap();
+            std::thread::sleep(BLOCK);
+            // SAFETY: one byte from a live buffer.
+            unsafe { libc::write(w2, b"x".as_ptr().cast(), 1) };
+        });
+        let (gap, (n, revents, waited)) = worst_gap_during(move || {
+            let mut fds = [
+                libc::pollfd {
+                    fd: r1,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: r2,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            go_tx.send(()).unwrap();
+            let t = Instant::now();
+            // SAFETY: two live pollfds.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 10_000) };
+            (n, [fds[0].revents, fds[1].revents], t.elapsed())
+        });
+        writer.join().unwrap();
+        assert_eq!((n, revents), (1, [0, libc::POLLIN]));
+        for fd in [r1, w1, r2, w2] {
+            // SAFETY: descriptors this test made.
+            unsafe { libc::close(fd) };
+        }
+        assert_small_gap("poll on two pipes", gap, waited);
+    });
+}
+
+#[test]
+fn reading_files_and_resolving_names_in_many_tasks_blocks_no_processer() {
+    common::in_child(
+        "reading_files_and_resolving_names_in_many_tasks_blocks_no_processer",
+        || {
+            let path = temp_path("64k");
+            let data: Vec<u8> = (0..64 * 1024).map(|i| (i % 251) as u8).collect();
+            std::fs::File::create(&path)
+                .unwrap()
+                .write_all(&data)
+                .unwrap();
+            let sched = common::fixed_scheduler(2);
+            let (tx, rx) = chan::unbounded();
+            for _ in 0..200 {
+                let (tx, path, data) = (tx.clone(), path.clone(), data.clone());
+                drop(sched.spawn(move || {
+                    let read_ok = std::fs::read(&path).map(|d| d == data).unwrap_or(false);
+                    let resolved = "localhost:80"
+                        .to_socket_addrs()
+                        .map(|mut a| a.any(|a| a.ip().is_loopback()))
+                        .unwrap_or(false);
+                    tx.send((read_ok, resolved)).unwrap();
+                }));
+            }
+            drop(tx);
+            let results: Vec<(bool, bool)> = rx.iter().collect();
+            assert_eq!(results.len(), 200);
+            assert!(results.iter().all(|&(r, _)| r), "a read came out wrong");
+            assert!(results.iter().all(|&(_, n)| n), "localhost did not resolve");
+            let detections = sched.stats().blocked_detections;
+            println!("figure: blocked detections over 200 reads and lookups: {detections}");
+            sched.shutdown();
+            let _ = std::fs::remove_file(&path);
+            assert!(detections <= 1, "{detections} blocked Processers detected");
+        },
+    );
+}
+
+#[test]
+fn a_file_read_made_inside_unblock_goes_straight_to_libc_on_the_pool_thread() {
+    common::in_child(
+        "a_file_read_made_inside_unblock_goes_straight_to_libc_on_the_pool_thread",
+        || {
+            let path = temp_path("in-unblock");
+            std::fs::write(&path, b"pool thread").unwrap();
+            let sched = common::fixed_scheduler(1);
+            let p = path.clone();
+            let h = sched.spawn(move || {
+                let me = std::thread::current().id();
+                let (on, got) = gofer::unblock(|| (std::thread::current().id(), std::fs::read(&p)));
+                (on != me, got.unwrap())
+            });
+            let (elsewhere, got) = h.join().unwrap();
+            sched.shutdown();
+            let _ = std::fs::remove_file(&path);
+            assert!(elsewhere, "the call ran on the task's own thread");
+            assert_eq!(got, b"pool thread");
+        },
+    );
+}
