@@ -6,9 +6,13 @@
 //! `accept`, `nanosleep` and the rest of the set below. Each one, called
 //! from inside a gofer task on a socket or a pipe, tries the real call and,
 //! where it would block, waits through the scheduler's IO manager (the task
-//! parks, the thread runs other tasks), then retries. Outside a task, or on
-//! any other descriptor (a regular file, a terminal), the call goes to libc
-//! unchanged. The real functions are found with `dlsym(RTLD_NEXT, ...)` once.
+//! parks, the thread runs other tasks), then retries. A call epoll cannot
+//! wait for (a regular file, a lock, a child, a name lookup, a wait on
+//! several descriptors) goes to the scheduler's blocking pool instead: the
+//! task parks while a pool thread makes the real call, and gets its result
+//! and `errno`. Outside a task, on stdio, in a forked child, or on any other
+//! descriptor (a terminal), the call goes to libc unchanged. The real
+//! functions are found with `dlsym(RTLD_NEXT, ...)` once.
 //!
 //! ```
 //! // True when the binary was built with `--features hooks`.
@@ -24,12 +28,22 @@
 //! | `write`, `writev`, `send`, `sendto`, `sendmsg` | wait writable on `EAGAIN`; `SO_SNDTIMEO` likewise |
 //! | `accept`, `accept4` | wait readable on `EAGAIN` |
 //! | `connect` | non-blocking connect, wait writable, then `SO_ERROR` (`SO_SNDTIMEO` bounds the wait, `ETIMEDOUT` on expiry) |
-//! | `poll` | one descriptor: waits through the IO manager (a zero timeout polls); several: the real `poll` |
+//! | `poll` | one socket or pipe: waits through the IO manager; several descriptors, or another kind: the blocking pool; a zero timeout polls in place |
 //! | `sleep`, `usleep`, `nanosleep`, `clock_nanosleep` (what `std::thread::sleep` calls) | the task sleeps on the scheduler's timers |
 //! | `close` | wakes the tasks waiting on the descriptor (their call fails with `EBADF`), unregisters it, then closes |
 //! | `fcntl(F_SETFL)`, `ioctl(FIONBIO)` | record whether the program asked for non-blocking mode: such a descriptor keeps returning `EAGAIN` |
 //! | `setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)` | recorded as the waits' timeouts (and passed on) |
 //! | `dup`, `dup2`, `dup3` | the new descriptor gets its own bookkeeping; the one `dup2`/`dup3` replace is closed as by `close` |
+//!
+//! | call | inside a task: made on the blocking pool |
+//! |---|---|
+//! | `read`, `write`, `readv`, `writev` | on a regular file or block device |
+//! | `pread`, `pwrite`, `preadv`, `pwritev` (and `*64`), `fsync`, `fdatasync`, `ftruncate`(`64`), `fallocate`(`64`) | on a regular file or block device |
+//! | `open`, `open64`, `openat`, `openat64`, `creat`, `creat64` | always (a path may be a slow disk, a FIFO, a device) |
+//! | `flock`, `lockf`(`64`), `fcntl(F_SETLKW/F_OFD_SETLKW)` | a lock that may wait (not `LOCK_NB`, `F_TLOCK`, an unlock) |
+//! | `wait`, `waitpid`, `wait4`, `waitid` | without `WNOHANG` |
+//! | `getaddrinfo`, `getnameinfo`, `gethostbyname_r`, `gethostbyname2_r`, `gethostbyaddr_r` | always |
+//! | `ppoll`, `select`, `pselect`, `epoll_wait`, `epoll_pwait` | a timeout other than zero |
 //!
 //! gofer never changes a descriptor's flags: a task asks the kernel not to
 //! block call by call (`MSG_DONTWAIT` on sockets, `RWF_NOWAIT` on pipes;
@@ -46,10 +60,15 @@
 //!   `getaddrinfo`'s own sockets, `fclose`'s `close`). Shared libraries see
 //!   the hooks only if the executable exports the symbols (link with
 //!   `-C link-args=-rdynamic`).
-//! - File IO: regular files are always "ready" to epoll, so they go straight
-//!   to libc and block the thread while the disk works.
-//! - `select`, `epoll_wait`, `ppoll`, `pselect`: a loop of its own inside a
-//!   task blocks the thread.
+//! - `gethostbyname`, `gethostbyname2`, `gethostbyaddr`: they return
+//!   static storage (and set `h_errno`) of the calling thread, which a pool
+//!   thread would fill instead; they block their thread.
+//! - `stat` and the path calls other than `open` (`unlink`, `rename`,
+//!   `mkdir`, ...), `close` on a file, `epoll_pwait2`.
+//! - A task parked in an offloaded call keeps the plain locks it holds (a
+//!   `std::sync::Mutex`) until the call returns, as a thread would; another
+//!   task of the same thread blocking on such a lock holds the thread, and
+//!   the parked task, bound to it, cannot resume to release it.
 //! - stdio: a write to a full stdout pipe blocks the thread (std's stdio
 //!   locks belong to the thread, so a task must not park holding one).
 //! - Pipes on kernels without `RWF_NOWAIT` (before Linux 5.x).
@@ -64,9 +83,12 @@
 //!
 //! `guard.rs` decides when a hook steps aside (plain threads, stdio, a
 //! forked child, the recursion guard); `io_loop.rs` routes a descriptor and
-//! runs the try-wait-retry loop; `data.rs` (reads and writes), `sockets.rs`
-//! (`accept`, `connect`), `poll.rs`, `sleep.rs` and `descriptors.rs`
-//! (`close`, `fcntl`, `dup`, ...) define the symbols by family; `fdctx.rs`
+//! runs the try-wait-retry loop; `offload.rs` sends a call to the blocking
+//! pool; `data.rs` (reads and writes), `sockets.rs` (`accept`, `connect`),
+//! `poll.rs` (every wait on descriptors), `sleep.rs`, `descriptors.rs`
+//! (`close`, `fcntl`, `dup`, ...), `files.rs` (regular files, `open`),
+//! `wait.rs` (locks, children) and `names.rs` (name lookups) define the
+//! symbols by family; `fdctx.rs`
 //! keeps each descriptor's bookkeeping; `real.rs` finds libc's own
 //! functions; `symbols.rs` keeps them all linked.
 //!
