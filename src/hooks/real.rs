@@ -32,6 +32,8 @@ macro_rules! real {
             ///
             /// # Safety
             /// The contract of the libc function.
+            // The arguments are the C function's, whatever their number.
+            #[allow(clippy::too_many_arguments)]
             pub(crate) unsafe fn $name($($arg: $t),*) -> $ret {
                 static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
                 let p = lookup(&SLOT, concat!(stringify!($name), "\0").as_bytes());
