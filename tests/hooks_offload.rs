@@ -47,14 +47,14 @@ fn worst_gap_during<T: Send + 'static>(
     let worst = Arc::new(AtomicU64::new(0));
     let started = Arc::new(AtomicUsize::new(0));
     let tickers: Vec<_> = (0..TICKERS)
-        .map(|_| {
+        .map(|i| {
             let (stop, measuring, worst, started) = (
                 stop.clone(),
                 measuring.clone(),
                 worst.clone(),
                 started.clone(),
             );
-            sched.spawn(move || {
+            on(&sched, i % 2, move || {
                 started.fetch_add(1, Ordering::Relaxed);
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
@@ -71,7 +71,7 @@ fn worst_gap_during<T: Send + 'static>(
         started.load(Ordering::Relaxed) == TICKERS
     });
     measuring.store(true, Ordering::Relaxed);
-    let out = sched.spawn(blocker).join().expect("the blocking task");
+    let out = on(&sched, 0, blocker).join().expect("the blocking task");
     measuring.store(false, Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
     for t in tickers {
@@ -79,6 +79,20 @@ fn worst_gap_during<T: Send + 'static>(
     }
     sched.shutdown();
     (Duration::from_nanos(worst.load(Ordering::Relaxed)), out)
+}
+
+/// Spawns `f` pinned to Processer `at`: half the tickers share the
+/// blocking task's thread, whatever the placement would have chosen.
+fn on<T: Send + 'static>(
+    sched: &gofer::Scheduler,
+    at: usize,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> gofer::JoinHandle<T> {
+    gofer::Builder::new()
+        .pin(at)
+        .scheduler(sched)
+        .spawn(f)
+        .expect("a pinned task")
 }
 
 fn temp_path(name: &str) -> PathBuf {

@@ -26,14 +26,14 @@ fn worst_gap(blocker: impl FnOnce() + Send + 'static) -> Duration {
     let worst = Arc::new(AtomicU64::new(0));
     let started = Arc::new(AtomicUsize::new(0));
     let tickers: Vec<_> = (0..TICKERS)
-        .map(|_| {
+        .map(|i| {
             let (stop, measuring, worst, started) = (
                 stop.clone(),
                 measuring.clone(),
                 worst.clone(),
                 started.clone(),
             );
-            sched.spawn(move || {
+            on(&sched, i % 2, move || {
                 started.fetch_add(1, Ordering::Relaxed);
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
@@ -49,7 +49,7 @@ fn worst_gap(blocker: impl FnOnce() + Send + 'static) -> Duration {
         std::thread::sleep(Duration::from_millis(1));
     }
     measuring.store(true, Ordering::Relaxed);
-    sched.spawn(blocker).join().expect("the blocking task");
+    on(&sched, 0, blocker).join().expect("the blocking task");
     measuring.store(false, Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
     for t in tickers {
@@ -57,6 +57,20 @@ fn worst_gap(blocker: impl FnOnce() + Send + 'static) -> Duration {
     }
     sched.shutdown();
     Duration::from_nanos(worst.load(Ordering::Relaxed))
+}
+
+/// Spawns `f` pinned to Processer `at`: half the tickers share the
+/// blocking task's thread, whatever the placement would have chosen.
+fn on<T: Send + 'static>(
+    sched: &gofer::Scheduler,
+    at: usize,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> gofer::JoinHandle<T> {
+    gofer::Builder::new()
+        .pin(at)
+        .scheduler(sched)
+        .spawn(f)
+        .expect("a pinned task")
 }
 
 fn spin() {
