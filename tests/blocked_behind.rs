@@ -242,3 +242,72 @@ fn the_stall_report_names_a_blocked_thread_with_a_task_behind_it() {
         "{report}"
     );
 }
+
+#[test]
+fn tasks_the_blocking_task_woke_on_its_own_thread_are_counted_behind_it() {
+    common::in_child(
+        "tasks_the_blocking_task_woke_on_its_own_thread_are_counted_behind_it",
+        || {
+            let s = scheduler(None);
+            // Two tasks started on the only core thread, parked on gofer
+            // channels.
+            let (started_tx, started_rx) = mpsc::channel::<()>();
+            let mut waiters = Vec::new();
+            let mut wakers = Vec::new();
+            for name in ["woken-first", "woken-second"] {
+                let (tx, rx) = gofer::chan::unbounded::<u32>();
+                let started_tx = started_tx.clone();
+                waiters.push(
+                    gofer::Builder::new()
+                        .name(name)
+                        .scheduler(&s)
+                        .spawn(move || {
+                            started_tx.send(()).unwrap();
+                            rx.recv().unwrap();
+                        })
+                        .unwrap(),
+                );
+                wakers.push(tx);
+            }
+            started_rx.recv().unwrap();
+            started_rx.recv().unwrap();
+            // The blocker wakes both on its own thread (the second takes
+            // the next-task slot, pushing the first to the local pinned
+            // queue), then blocks the thread.
+            let (release, release_rx) = mpsc::channel::<()>();
+            let a = gofer::Builder::new()
+                .name("blocker")
+                .scheduler(&s)
+                .spawn(move || {
+                    for tx in &wakers {
+                        tx.send(1).unwrap();
+                    }
+                    let _ = release_rx.recv_timeout(common::PATIENCE);
+                })
+                .unwrap();
+            wait_until("the stats count the woken tasks", || {
+                s.stats().tasks_behind_blocked >= 1
+            });
+            let st = s.stats();
+            assert_eq!(st.tasks_behind_blocked, 2, "{st:?}");
+            let dump = s.dump();
+            let text = dump.to_string();
+            let behind = dump
+                .tasks()
+                .iter()
+                .filter(|t| t.blocked_behind().is_some())
+                .count();
+            assert_eq!(behind, 2, "{text}");
+            assert!(
+                text.contains("2 tasks on diag-0 [runnable: waiting for blocked thread diag-0"),
+                "{text}"
+            );
+            release.send(()).unwrap();
+            a.join().unwrap();
+            for w in waiters {
+                w.join().unwrap();
+            }
+            s.shutdown();
+        },
+    );
+}
