@@ -124,15 +124,15 @@ fn stats_and_the_dump_name_the_blocked_thread_a_runnable_task_waits_for() {
             let listed: Vec<_> = dump.blocked_threads().map(|b| b.thread()).collect();
             assert_eq!(listed, ["diag-0"], "{text}");
             let line = format!(
-                "task {} 'sleeper' on diag-0 [runnable: waiting for blocked thread diag-0 (blocked ",
+                "task {} 'sleeper' [runnable: waiting for blocked thread diag-0 (blocked ",
                 b.id().as_u64()
             );
             assert!(text.contains(&line), "{text}");
-            let tail = format!(" in task {} 'blocker')]", a.id().as_u64());
+            let tail = format!(" in task {} 'blocker')] on diag-0", a.id().as_u64());
             assert!(text.contains(&tail), "{text}");
             assert!(
                 text.contains(&format!(
-                    "task {} 'blocker' on diag-0 [running]",
+                    "task {} 'blocker' [running] on diag-0",
                     a.id().as_u64()
                 )),
                 "{text}"
@@ -238,7 +238,7 @@ fn the_stall_report_names_a_blocked_thread_with_a_task_behind_it() {
     );
     assert!(line.contains(&rest), "{line}");
     assert!(
-        report.contains("'sleeper' on diag-0 [runnable: waiting for blocked thread diag-0"),
+        report.contains("'sleeper' [runnable: waiting for blocked thread diag-0"),
         "{report}"
     );
 }
@@ -299,9 +299,10 @@ fn tasks_the_blocking_task_woke_on_its_own_thread_are_counted_behind_it() {
                 .count();
             assert_eq!(behind, 2, "{text}");
             assert!(
-                text.contains("2 tasks on diag-0 [runnable: waiting for blocked thread diag-0"),
+                text.contains("2 tasks [runnable: waiting for blocked thread diag-0"),
                 "{text}"
             );
+            assert!(text.contains("'blocker')] on diag-0: "), "{text}");
             release.send(()).unwrap();
             a.join().unwrap();
             for w in waiters {

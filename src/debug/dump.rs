@@ -556,9 +556,6 @@ impl fmt::Display for Dump {
                 if let Some(n) = &first.name {
                     write!(f, " '{n}'")?;
                 }
-                if let Some(t) = &first.thread {
-                    write!(f, " on {t}")?;
-                }
                 write!(f, " [{state}")?;
                 if let Some(w) = &first.waiting_on {
                     write!(f, ": {lead}{w}")?;
@@ -566,9 +563,21 @@ impl fmt::Display for Dump {
                 if let Some(d) = first.waited {
                     write!(f, ", for {d:.1?}")?;
                 }
-                writeln!(f, "]")?;
+                f.write_str("]")?;
+                if let Some(t) = &first.thread {
+                    write!(f, " on {t}")?;
+                }
+                writeln!(f)?;
             } else {
-                write!(f, "{} tasks", tasks.len())?;
+                write!(f, "{} tasks [{state}", tasks.len())?;
+                if let Some(w) = &first.wait_kind {
+                    write!(f, ": {lead}{w}")?;
+                }
+                let waited: Vec<Duration> = tasks.iter().filter_map(|t| t.waited).collect();
+                if let (Some(lo), Some(hi)) = (waited.iter().min(), waited.iter().max()) {
+                    write!(f, ", for {lo:.1?} to {hi:.1?}")?;
+                }
+                f.write_str("]")?;
                 // One thread for the group, or how many.
                 let mut threads: Vec<&str> = tasks.iter().filter_map(|t| t.thread()).collect();
                 threads.sort_unstable();
@@ -578,15 +587,7 @@ impl fmt::Display for Dump {
                     [one] => write!(f, " on {one}")?,
                     many => write!(f, " on {} threads", many.len())?,
                 }
-                write!(f, " [{state}")?;
-                if let Some(w) = &first.wait_kind {
-                    write!(f, ": {lead}{w}")?;
-                }
-                let waited: Vec<Duration> = tasks.iter().filter_map(|t| t.waited).collect();
-                if let (Some(lo), Some(hi)) = (waited.iter().min(), waited.iter().max()) {
-                    write!(f, ", for {lo:.1?} to {hi:.1?}")?;
-                }
-                write!(f, "]: ")?;
+                f.write_str(": ")?;
                 const SHOWN: usize = 10;
                 for (i, t) in tasks.iter().take(SHOWN).enumerate() {
                     if i > 0 {
