@@ -349,8 +349,11 @@ impl Taker {
             .map(|p| {
                 let thread: Arc<str> = p.thread_name(&s.config.name).into();
                 let running = p.running.load(Relaxed).then(|| p.current.load(Relaxed));
+                // Acquire: pairs with the Dispatcher's Release store of
+                // `blocked`, made after it set `blocked_since`.
+                let blocked = p.blocked.load(std::sync::atomic::Ordering::Acquire);
                 let since = *p.blocked_since.lock();
-                let blocked = match (p.blocked.load(Relaxed), since, running) {
+                let blocked = match (blocked, since, running) {
                     (true, Some(since), Some(cur)) => {
                         // The running task, if it is among the live ones
                         // (compared by address, never dereferenced here).

@@ -130,7 +130,9 @@ fn report_blocked(s: &Arc<Shared>, after: Duration, done: &mut Vec<(usize, u64)>
     let due: Vec<&Arc<ProcesserShared>> = procs
         .iter()
         .filter(|p| {
-            p.blocked.load(Ordering::Relaxed)
+            // Acquire: pairs with the Dispatcher's Release store of
+            // `blocked`, made after it set `blocked_since`.
+            p.blocked.load(Ordering::Acquire)
                 && p.behind.load(Ordering::Relaxed) > 0
                 && p.blocked_since
                     .lock()

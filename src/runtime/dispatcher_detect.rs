@@ -434,7 +434,9 @@ impl Dispatcher {
         for (i, seen) in self.seen.drain(..) {
             if judge(&self.shared.config, &mut self.views[i], seen, starved, now) {
                 *procs[i].blocked_since.lock() = Some(self.views[i].since);
-                procs[i].blocked.store(true, Ordering::Relaxed);
+                // Release: pairs with the Acquire loads of task dumps and
+                // the stall report, which then find `blocked_since` set.
+                procs[i].blocked.store(true, Ordering::Release);
                 self.blocked.push(i);
                 self.shared
                     .dispatch
