@@ -15,6 +15,12 @@
 //!    about it is what it was at that instant;
 //! 5. otherwise (queued, or between two of these states): `Runnable`.
 //!
+//! Each task also gets the Processer thread it runs on or is bound to, and
+//! a runnable one bound to a thread the Dispatcher marked blocked gets
+//! that thread, the task blocking it, and for how long ([`BlockedThread`]):
+//! it waits for that task's call to return, however idle the other
+//! threads are.
+//!
 //! Taking a dump never resumes a task's code, never drops a wake-up and
 //! never frees a task: the worst it does to a task is delay its wake-up by
 //! one stack walk (microseconds).
@@ -33,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use super::walk::{self, NoWalk, WalkJob};
 use crate::runtime::shared::Shared;
-use crate::runtime::task::{DumpHold, TaskRef, PHASE_DONE, PHASE_NEW};
+use crate::runtime::task::{DumpHold, TaskHeader, TaskRef, PHASE_DONE, PHASE_NEW};
 use crate::runtime::wait::WaitOn;
 
 /// A map with a fixed hasher: std's default one seeds itself from a
@@ -88,6 +94,75 @@ pub struct TaskDump {
     /// A timer, a socket or a foreign future may wake the parked task: it
     /// is no part of a stall.
     wakes_by_itself: bool,
+    /// The name of the Processer thread it runs on or is bound to.
+    thread: Option<Arc<str>>,
+    /// The blocked thread it waits for (an index into the dump's list of
+    /// blocked threads while the dump is taken).
+    behind: Option<Arc<BlockedThread>>,
+    behind_ix: Option<usize>,
+}
+
+/// A Processer thread that the Dispatcher marked blocked: its running task
+/// has not switched out for a while (it sleeps in the kernel, or computes),
+/// so the tasks bound to that thread cannot run until it does. See
+/// [`Dump::blocked_threads`] and [`TaskDump::blocked_behind`].
+///
+/// `Display` reads `blocked thread gofer-1 (blocked 300.0ms in task 17
+/// 'worker')`.
+#[derive(Clone, Debug)]
+pub struct BlockedThread {
+    thread: Arc<str>,
+    task_id: Option<u64>,
+    task_name: Option<Box<str>>,
+    blocked_for: Duration,
+    tasks_behind: usize,
+}
+
+impl BlockedThread {
+    /// The thread's name (`<scheduler>-<index>` for the scheduler's own).
+    pub fn thread(&self) -> &str {
+        &self.thread
+    }
+
+    /// The id of the task switched in on it (the one whose call blocks),
+    /// if the dump found it among the live tasks.
+    pub fn task_id(&self) -> Option<u64> {
+        self.task_id
+    }
+
+    /// That task's name, if it was given one.
+    pub fn task_name(&self) -> Option<&str> {
+        self.task_name.as_deref()
+    }
+
+    /// How long that task has held the thread without switching out: since
+    /// the Dispatcher's first sample that saw the thread's switch count at
+    /// its present value (so up to one sampling period less than the truth).
+    pub fn blocked_for(&self) -> Duration {
+        self.blocked_for
+    }
+
+    /// The runnable tasks in the dump that can run only on this thread.
+    pub fn tasks_behind(&self) -> usize {
+        self.tasks_behind
+    }
+}
+
+impl fmt::Display for BlockedThread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "blocked thread {} (blocked {:.1?}",
+            self.thread, self.blocked_for
+        )?;
+        if let Some(id) = self.task_id {
+            write!(f, " in task {id}")?;
+            if let Some(n) = &self.task_name {
+                write!(f, " '{n}'")?;
+            }
+        }
+        f.write_str(")")
+    }
 }
 
 impl TaskDump {
@@ -108,7 +183,9 @@ impl TaskDump {
 
     /// For a parked task, what it waits for: `channel receive`, `mutex
     /// lock`, `sleep (1.2s left)`, `join of task 17`, `fd 7 readable`,
-    /// `park`, ...
+    /// `park`, ... For a runnable task that can run only on a blocked
+    /// thread, that thread ([`blocked_behind`](Self::blocked_behind)):
+    /// `blocked thread gofer-1 (blocked 300.0ms in task 17 'worker')`.
     pub fn waiting_on(&self) -> Option<&str> {
         self.waiting_on.as_deref()
     }
@@ -141,6 +218,22 @@ impl TaskDump {
         self.backtrace.as_deref()
     }
 
+    /// The name of the Processer thread the task is switched in on, or is
+    /// bound to (a started task stays on the thread where it first ran,
+    /// unless it may migrate) or pinned to. `None` for a task not tied to
+    /// a thread.
+    pub fn thread(&self) -> Option<&str> {
+        self.thread.as_deref()
+    }
+
+    /// For a runnable task that can run only on a thread the Dispatcher
+    /// marked blocked: that thread, the task blocking it and for how long.
+    /// The task waits for that task's call to return; no other thread may
+    /// take it.
+    pub fn blocked_behind(&self) -> Option<&BlockedThread> {
+        self.behind.as_deref()
+    }
+
     /// Whether a timer, a socket or a foreign future may wake this parked
     /// task (the stall report's test).
     pub(crate) fn wakes_by_itself(&self) -> bool {
@@ -158,6 +251,7 @@ impl TaskDump {
 #[derive(Clone, Debug)]
 pub struct Dump {
     tasks: Vec<TaskDump>,
+    blocked: Vec<Arc<BlockedThread>>,
     schedulers: usize,
     took: Duration,
 }
@@ -171,6 +265,12 @@ impl Dump {
     /// How long taking the dump took.
     pub fn took(&self) -> Duration {
         self.took
+    }
+
+    /// The Processer threads marked blocked when the dump was taken, with
+    /// the task blocking each and the tasks waiting behind it.
+    pub fn blocked_threads(&self) -> impl Iterator<Item = &BlockedThread> {
+        self.blocked.iter().map(|b| &**b)
     }
 
     /// Takes a dump of every live task of `schedulers`.
@@ -192,9 +292,20 @@ impl Dump {
                 t.backtrace = Some(stacks[k].clone());
             }
         }
+        let mut blocked = taker.blocked;
+        for t in &tasks {
+            if let Some(b) = t.behind_ix {
+                blocked[b].tasks_behind += 1;
+            }
+        }
+        let blocked: Vec<Arc<BlockedThread>> = blocked.into_iter().map(Arc::new).collect();
+        for t in &mut tasks {
+            t.behind = t.behind_ix.take().map(|b| blocked[b].clone());
+        }
         tasks.sort_by_key(|t| t.id);
         Dump {
             tasks,
+            blocked,
             schedulers: schedulers.len(),
             took: started.elapsed(),
         }
@@ -210,35 +321,83 @@ struct Taker {
     stack_index: Map<Box<[usize]>, usize>,
     /// Symbols by address, across stacks.
     symbols: Map<usize, Vec<walk::Symbol>>,
+    /// The blocked threads seen so far (their `tasks_behind` counted once
+    /// every task is seen).
+    blocked: Vec<BlockedThread>,
+}
+
+/// What a dump needs to know of one Processer.
+struct ProcView {
+    index: usize,
+    thread: Arc<str>,
+    /// The task switched in, while one is.
+    running: Option<*mut TaskHeader>,
+    /// Its entry in `Taker::blocked`, while it is marked blocked.
+    blocked: Option<usize>,
 }
 
 impl Taker {
     fn scheduler(&mut self, s: &Arc<Shared>) {
+        use std::sync::atomic::Ordering::Relaxed;
         let mut refs: Vec<TaskRef> = Vec::new();
         s.live.for_each(&mut |t| refs.push(t));
-        let running: Vec<*mut crate::runtime::task::TaskHeader> = s
+        let now = Instant::now();
+        // Sorted by index, as the table is.
+        let procs: Vec<ProcView> = s
             .processers_snapshot()
             .iter()
-            .filter(|p| p.running.load(std::sync::atomic::Ordering::Relaxed))
-            .map(|p| p.current.load(std::sync::atomic::Ordering::Relaxed))
+            .map(|p| {
+                let thread: Arc<str> = p.thread_name(&s.config.name).into();
+                let running = p.running.load(Relaxed).then(|| p.current.load(Relaxed));
+                // Acquire: pairs with the Dispatcher's Release store of
+                // `blocked`, made after it set `blocked_since`.
+                let blocked = p.blocked.load(std::sync::atomic::Ordering::Acquire);
+                let since = *p.blocked_since.lock();
+                let blocked = match (blocked, since, running) {
+                    (true, Some(since), Some(cur)) => {
+                        // The running task, if it is among the live ones
+                        // (compared by address, never dereferenced here).
+                        let task = refs.iter().find(|t| std::ptr::eq(t.as_ptr(), cur));
+                        self.blocked.push(BlockedThread {
+                            thread: thread.clone(),
+                            task_id: task.map(|t| t.id.as_u64()),
+                            task_name: task.and_then(|t| t.name.clone()),
+                            blocked_for: now.saturating_duration_since(since),
+                            tasks_behind: 0,
+                        });
+                        Some(self.blocked.len() - 1)
+                    }
+                    _ => None,
+                };
+                ProcView {
+                    index: p.index,
+                    thread,
+                    running,
+                    blocked,
+                }
+            })
             .collect();
         let mut job = Box::new(WalkJob::new());
-        for t in refs {
-            self.task(&t, &running, &mut job);
+        for t in refs.iter() {
+            self.task(t, &procs, &mut job);
         }
     }
 
-    fn task(
-        &mut self,
-        t: &TaskRef,
-        running: &[*mut crate::runtime::task::TaskHeader],
-        job: &mut WalkJob,
-    ) {
+    fn task(&mut self, t: &TaskRef, procs: &[ProcView], job: &mut WalkJob) {
         use std::sync::atomic::Ordering::Relaxed;
         let phase = t.phase.load(Relaxed);
         if phase == PHASE_DONE {
             return;
         }
+        let ptr = t.as_ptr().cast_mut();
+        let running_on = procs.iter().find(|p| p.running == Some(ptr));
+        let home = running_on.or_else(|| {
+            let pin = t.pin()?;
+            procs
+                .binary_search_by_key(&pin, |p| p.index)
+                .ok()
+                .map(|i| &procs[i])
+        });
         let mut d = TaskDump {
             id: t.id.as_u64(),
             name: t.name.clone(),
@@ -251,6 +410,9 @@ impl Taker {
             wait_kind: None,
             no_walk: None,
             wakes_by_itself: false,
+            thread: home.map(|p| p.thread.clone()),
+            behind: None,
+            behind_ix: None,
         };
         if phase == PHASE_NEW {
             d.state = TaskState::New;
@@ -292,8 +454,14 @@ impl Taker {
                     d.no_walk = Some("stack not walked: parked inside a fiber it runs")
                 }
             }
-        } else if running.contains(&t.as_ptr().cast_mut()) {
+        } else if running_on.is_some() {
             d.state = TaskState::Running;
+        } else if let Some(b) = home.and_then(|p| p.blocked) {
+            // Runnable, and may run only on a blocked thread.
+            let what = self.blocked[b].to_string();
+            d.wait_kind = Some(what.clone());
+            d.waiting_on = Some(what);
+            d.behind_ix = Some(b);
         }
         self.tasks.push(d);
     }
@@ -340,6 +508,15 @@ impl fmt::Display for Dump {
             plural(self.schedulers),
             self.took
         )?;
+        for b in &self.blocked {
+            writeln!(
+                f,
+                "{b}: {} task{} can run only there and wait{}",
+                b.tasks_behind,
+                plural(b.tasks_behind),
+                if b.tasks_behind == 1 { "s" } else { "" }
+            )?;
+        }
         // Group: same state, wait kind, spawn site and stack.
         type Key<'a> = (
             TaskState,
@@ -371,6 +548,12 @@ impl fmt::Display for Dump {
         for ((state, _, spawned_at, bt, no_walk), tasks) in &groups {
             writeln!(f)?;
             let first = tasks[0];
+            // "waiting for blocked thread ...": runnable, held up.
+            let lead = if *state == TaskState::Runnable {
+                "waiting for "
+            } else {
+                ""
+            };
             if tasks.len() == 1 {
                 write!(f, "task {}", first.id)?;
                 if let Some(n) = &first.name {
@@ -378,22 +561,36 @@ impl fmt::Display for Dump {
                 }
                 write!(f, " [{state}")?;
                 if let Some(w) = &first.waiting_on {
-                    write!(f, ": {w}")?;
+                    write!(f, ": {lead}{w}")?;
                 }
                 if let Some(d) = first.waited {
                     write!(f, ", for {d:.1?}")?;
                 }
-                writeln!(f, "]")?;
+                f.write_str("]")?;
+                if let Some(t) = &first.thread {
+                    write!(f, " on {t}")?;
+                }
+                writeln!(f)?;
             } else {
                 write!(f, "{} tasks [{state}", tasks.len())?;
                 if let Some(w) = &first.wait_kind {
-                    write!(f, ": {w}")?;
+                    write!(f, ": {lead}{w}")?;
                 }
                 let waited: Vec<Duration> = tasks.iter().filter_map(|t| t.waited).collect();
                 if let (Some(lo), Some(hi)) = (waited.iter().min(), waited.iter().max()) {
                     write!(f, ", for {lo:.1?} to {hi:.1?}")?;
                 }
-                write!(f, "]: ")?;
+                f.write_str("]")?;
+                // One thread for the group, or how many.
+                let mut threads: Vec<&str> = tasks.iter().filter_map(|t| t.thread()).collect();
+                threads.sort_unstable();
+                threads.dedup();
+                match threads.as_slice() {
+                    [] => {}
+                    [one] => write!(f, " on {one}")?,
+                    many => write!(f, " on {} threads", many.len())?,
+                }
+                f.write_str(": ")?;
                 const SHOWN: usize = 10;
                 for (i, t) in tasks.iter().take(SHOWN).enumerate() {
                     if i > 0 {

@@ -40,7 +40,7 @@ mod signal;
 pub(crate) mod stall;
 mod walk;
 
-pub use dump::{Dump, TaskDump, TaskState};
+pub use dump::{BlockedThread, Dump, TaskDump, TaskState};
 pub use signal::install_signal_dump;
 
 use crate::runtime::scheduler::Scheduler;

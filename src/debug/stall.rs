@@ -15,6 +15,14 @@
 //! is reported. The counters and the timers are looked at again after the
 //! dump, and a dump they moved under is not reported. It reports once per
 //! stall, and again only after the counters moved.
+//!
+//! It also reports a partial stall that the counters cannot show (other
+//! threads keep them moving): a Processer thread that the Dispatcher
+//! marked blocked, and has held so for the set time, while started tasks
+//! that can run on no other thread are runnable behind it
+//! (`ProcesserShared::behind`). The report names the thread, the task
+//! whose call blocks it, how long, and how many tasks wait; once per
+//! blocked spell (a Processer and the switch count it stands at).
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -22,6 +30,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::dump::{Dump, TaskState};
+use crate::runtime::processer_shared::ProcesserShared;
 use crate::runtime::shared::Shared;
 
 /// Starts the watcher if the scheduler asks for stall reports.
@@ -57,12 +66,15 @@ fn watch(weak: Weak<Shared>, after: Duration) {
     let mut last = None;
     let mut still_since = Instant::now();
     let mut reported = false;
+    // Blocked spells reported: (Processer index, switch count).
+    let mut blocks_reported: Vec<(usize, u64)> = Vec::new();
     loop {
         std::thread::park_timeout(every);
         let Some(s) = weak.upgrade() else { return };
         if s.stopped.load(Ordering::Acquire) {
             return;
         }
+        report_blocked(&s, after, &mut blocks_reported);
         let now_activity = activity(&s);
         if last != Some(now_activity) {
             last = Some(now_activity);
@@ -101,6 +113,65 @@ fn watch(weak: Weak<Shared>, after: Duration) {
             let _ = err.flush();
         }
     }
+}
+
+/// Reports every Processer blocked for `after` or longer with started
+/// tasks runnable behind it, and not reported yet in this spell (`done`).
+fn report_blocked(s: &Arc<Shared>, after: Duration, done: &mut Vec<(usize, u64)>) {
+    let procs = s.processers_snapshot();
+    let spell = |p: &ProcesserShared| (p.index, p.switches.load(Ordering::Relaxed));
+    // Forget the spells that ended (the thread switched, or left).
+    done.retain(|&(i, n)| {
+        procs
+            .iter()
+            .any(|p| p.blocked.load(Ordering::Relaxed) && spell(p) == (i, n))
+    });
+    let now = Instant::now();
+    let due: Vec<&Arc<ProcesserShared>> = procs
+        .iter()
+        .filter(|p| {
+            // Acquire: pairs with the Dispatcher's Release store of
+            // `blocked`, made after it set `blocked_since`.
+            p.blocked.load(Ordering::Acquire)
+                && p.behind.load(Ordering::Relaxed) > 0
+                && p.blocked_since
+                    .lock()
+                    .is_some_and(|t| now.saturating_duration_since(t) >= after)
+                && !done.contains(&spell(p))
+        })
+        .collect();
+    if due.is_empty() {
+        return;
+    }
+    let dump = Dump::take(std::slice::from_ref(s));
+    let mut err = std::io::stderr().lock();
+    for p in due {
+        done.push(spell(p));
+        let thread = p.thread_name(&s.config.name);
+        let behind = p.behind.load(Ordering::Relaxed);
+        let b = dump.blocked_threads().find(|b| b.thread() == thread);
+        let held = b.map_or_else(
+            || p.blocked_since.lock().map(|t| t.elapsed()).unwrap_or(after),
+            |b| b.blocked_for(),
+        );
+        let _ = write!(err, "stall: thread {thread} blocked for {held:.1?}");
+        if let Some(id) = b.and_then(|b| b.task_id()) {
+            let _ = write!(err, " in task {id}");
+            if let Some(n) = b.and_then(|b| b.task_name()) {
+                let _ = write!(err, " '{n}'");
+            }
+        }
+        let _ = writeln!(
+            err,
+            " in scheduler '{}': {behind} started task{} runnable behind it can run on no \
+             other thread until that task's call returns (a blocking call or a long \
+             computation that does not switch out)",
+            s.config.name,
+            if behind == 1 { "" } else { "s" },
+        );
+    }
+    let _ = writeln!(err, "{dump}");
+    let _ = err.flush();
 }
 
 /// Whether a user timer is pending: it will run code that may wake tasks.

@@ -321,6 +321,15 @@ impl SchedulerBuilder {
     /// `after / 4` (at most every second) at counters that cost nothing to
     /// read, and takes a dump only once they stood still for `after`.
     ///
+    /// It also reports a partial stall: a Processer thread that the
+    /// Dispatcher marked blocked (its running task has not switched out:
+    /// a blocking call, a long computation) and that has held so for
+    /// `after` while started tasks that can run on no other thread are
+    /// runnable behind it. The report, "stall: thread gofer-1 blocked for
+    /// ... in task 17 'worker' ...", names the thread, the task, how long,
+    /// and how many tasks wait, then prints a dump; once per blocked spell.
+    /// The Dispatcher runs only with `max_threads` of 2 or more.
+    ///
     /// [`Scheduler::dump`]: crate::Scheduler::dump
     pub fn stall_report(mut self, after: Duration) -> Self {
         self.stall_report = Some(after);

@@ -128,6 +128,10 @@ pub(super) const IO_COVERED_WITHIN: Duration = Duration::from_millis(1);
 pub(crate) struct DispatchState {
     /// Times a Processer was marked blocked.
     pub(crate) detections: AtomicU64,
+    /// Blocked spells of a Processer during which the Dispatcher found
+    /// tasks runnable behind it that can run on no other thread (counted
+    /// once per spell, at the first sample that finds some).
+    pub(crate) blocked_with_behind: AtomicU64,
     /// Tasks moved off blocked Processers.
     pub(crate) rescued: AtomicU64,
     /// Of `rescued`, moves of tasks moved before and not run since (after

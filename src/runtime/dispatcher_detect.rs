@@ -112,6 +112,11 @@ pub(super) struct View {
     /// While blocked: the last rescue left only moved tasks that must stay
     /// in its queues (see [`Held`]).
     pub(super) held: Option<Held>,
+    /// While blocked: the count last stored in the Processer's `behind`
+    /// (see [`Dispatcher::count_behind`]).
+    pub(super) behind: usize,
+    /// While blocked: this spell was counted in `blocked_with_behind`.
+    pub(super) behind_counted: bool,
 }
 
 /// What the last rescue from a blocked Processer left behind: only tasks
@@ -323,6 +328,8 @@ impl View {
             last_cpu: None,
             sleepy: 0,
             held: None,
+            behind: 0,
+            behind_counted: false,
         }
     }
 
@@ -347,11 +354,17 @@ impl View {
             || self.last_cpu.is_some()
             || self.sleepy != 0
             || self.held.is_some()
+            || self.behind_counted
         {
             self.first_cpu = None;
             self.last_cpu = None;
             self.sleepy = 0;
             self.held = None;
+            self.behind_counted = false;
+            if self.behind != 0 {
+                self.behind = 0;
+                self.p.behind.store(0, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -420,7 +433,10 @@ impl Dispatcher {
         // the sleeping ones (see `judge`).
         for (i, seen) in self.seen.drain(..) {
             if judge(&self.shared.config, &mut self.views[i], seen, starved, now) {
-                procs[i].blocked.store(true, Ordering::Relaxed);
+                *procs[i].blocked_since.lock() = Some(self.views[i].since);
+                // Release: pairs with the Acquire loads of task dumps and
+                // the stall report, which then find `blocked_since` set.
+                procs[i].blocked.store(true, Ordering::Release);
                 self.blocked.push(i);
                 self.shared
                     .dispatch
@@ -428,6 +444,7 @@ impl Dispatcher {
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
+        self.count_behind(procs);
         // Every running Processer has a watcher other than itself. (Nobody
         // running is no reason to back off further: the next task to start
         // may block, with nobody looking.)
@@ -437,6 +454,30 @@ impl Dispatcher {
             any_suspect,
             all_watched,
             any_movable,
+        }
+    }
+
+    /// Counts, for every Processer marked blocked, the tasks runnable
+    /// behind it that can run on no other thread (bound or pinned there:
+    /// no rescue moves them), into its `behind` gauge, and counts the
+    /// spell in `blocked_with_behind` the first time it finds some. A few
+    /// loads per blocked Processer; nothing on the Processers' side but
+    /// the mirrored length of the local pinned queue.
+    pub(super) fn count_behind(&mut self, procs: &[Arc<ProcesserShared>]) {
+        for &i in &self.blocked {
+            let (p, v) = (&procs[i], &mut self.views[i]);
+            let n = p.runnable_pinned();
+            if n != v.behind {
+                v.behind = n;
+                p.behind.store(n, Ordering::Relaxed);
+            }
+            if n != 0 && !v.behind_counted {
+                v.behind_counted = true;
+                self.shared
+                    .dispatch
+                    .blocked_with_behind
+                    .fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 

@@ -66,6 +66,8 @@ pub(crate) struct ProcLocal {
     pub(crate) p: Arc<ProcesserShared>,
     pub(crate) sched: Arc<Shared>,
     pub(super) runnable: Worker<Runnable>,
+    /// The local pinned queue. Every change is followed by
+    /// `mirror_pinned`, which publishes its length to the Dispatcher.
     pub(super) pinned_local: RefCell<VecDeque<Runnable>>,
     pub(super) gc: RefCell<Vec<Runnable>>,
     pub(super) stacks: RefCell<LocalStacks>,

@@ -74,7 +74,9 @@ impl ProcLocal {
             Push::Queued | Push::Quiet => t,
         };
         if t.header().pin().is_some() {
-            self.pinned_local.borrow_mut().push_back(t);
+            let mut pinned = self.pinned_local.borrow_mut();
+            pinned.push_back(t);
+            self.mirror_pinned(pinned.len());
             return;
         }
         self.runnable.push(t);
@@ -153,7 +155,21 @@ impl ProcLocal {
 
     #[inline]
     pub(super) fn pop_pinned(&self) -> Option<Runnable> {
-        self.pinned_local.borrow_mut().pop_front()
+        let mut pinned = self.pinned_local.borrow_mut();
+        let t = pinned.pop_front();
+        if t.is_some() {
+            self.mirror_pinned(pinned.len());
+        }
+        t
+    }
+
+    /// Publishes the local pinned queue's new length `len` for the
+    /// Dispatcher's count of the tasks behind a blocked Processer
+    /// (`ProcesserShared::pinned_local_len`): a plain Relaxed store, no
+    /// read-modify-write, at each change of the queue.
+    #[inline(always)]
+    pub(super) fn mirror_pinned(&self, len: usize) {
+        self.p.pinned_local_len.store(len, Ordering::Relaxed);
     }
 
     /// Moves the tasks other threads pinned here (wake-ups of tasks bound
@@ -170,6 +186,7 @@ impl ProcLocal {
                 Steal::Empty => break,
             }
         }
+        self.mirror_pinned(pinned.len());
     }
 
     /// Queues the tasks a poll woke: here when this Processer may run them,
@@ -229,6 +246,7 @@ impl ProcLocal {
         while let Some(t) = self.pinned_local.borrow_mut().pop_front() {
             moved.push(t);
         }
+        self.mirror_pinned(0);
         drain_injector(&self.p.new, &mut moved);
         drain_injector(&self.p.pinned, &mut moved);
         for t in moved {

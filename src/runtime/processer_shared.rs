@@ -22,8 +22,10 @@
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
+use std::time::Instant;
 
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use parking_lot::Mutex;
 
 use super::next_slot::NextSlot;
 use super::task::{Runnable, TaskHeader};
@@ -120,6 +122,21 @@ pub(crate) struct ProcesserShared {
     /// Marked by the Dispatcher: the running task has not switched out for
     /// longer than the block timeout.
     pub(crate) blocked: AtomicBool,
+    /// While `blocked`: when the running task's hold began (the sample
+    /// that first saw the switch count it still shows). Written by the
+    /// Dispatcher before it sets `blocked`; read by task dumps and the
+    /// stall report. A lock, not an atomic: both sides are rare.
+    pub(crate) blocked_since: Mutex<Option<Instant>>,
+    /// While `blocked`: tasks runnable here that can run on no other
+    /// thread ([`runnable_pinned`](Self::runnable_pinned)), as counted by
+    /// the Dispatcher at its last sample; 0 once the Dispatcher has seen
+    /// the Processer switch again (until then `blocked` is already clear).
+    /// Relaxed: a gauge for `Stats::tasks_behind_blocked`.
+    pub(crate) behind: AtomicUsize,
+    /// The length of the owner's local pinned queue, mirrored by a Relaxed
+    /// store at each change (no read-modify-write), so that the Dispatcher
+    /// can count the tasks waiting behind a blocked Processer. A hint.
+    pub(crate) pinned_local_len: AtomicUsize,
     /// The Processer left (Extra or Caller kind); pushes must go elsewhere.
     pub(crate) retired: AtomicBool,
     /// The thread, for unpark; set when the thread starts.
@@ -155,6 +172,30 @@ impl ProcesserShared {
     pub(crate) fn queued(&self) -> usize {
         let next = usize::from(self.runnext.is_occupied());
         self.new.len() + self.stealer.len() + self.pinned.len() + next
+    }
+
+    /// Tasks queued here that can run only here (bound to this thread or
+    /// pinned to it): the remote pinned queue less the fresh tasks placed
+    /// here (a rescue may move those), the local pinned queue, and a
+    /// pinned task in the next-task slot. While the Processer is blocked,
+    /// these wait for its running task to switch out. A hint, read from
+    /// other threads.
+    pub(crate) fn runnable_pinned(&self) -> usize {
+        let next = self.runnext.is_occupied() && !self.runnext_movable.load(Ordering::Relaxed);
+        self.pinned
+            .len()
+            .saturating_sub(self.placed.load(Ordering::Relaxed))
+            + self.pinned_local_len.load(Ordering::Relaxed)
+            + usize::from(next)
+    }
+
+    /// The name of the Processer's thread: the one it was started with
+    /// (`<scheduler>-<index>`), or a `block_on` caller's own.
+    pub(crate) fn thread_name(&self, scheduler: &str) -> String {
+        match self.thread.get().and_then(|t| t.name()) {
+            Some(n) => n.to_string(),
+            None => format!("{scheduler}-{}", self.index),
+        }
     }
 
     /// Whether work that a rescue could move waits here: its new queue,
@@ -290,6 +331,9 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         in_poll: AtomicBool::new(false),
         timers_due: AtomicBool::new(false),
         blocked: AtomicBool::new(false),
+        blocked_since: Mutex::new(None),
+        behind: AtomicUsize::new(0),
+        pinned_local_len: AtomicUsize::new(0),
         retired: AtomicBool::new(false),
         thread: OnceLock::new(),
         cpu_clock: OnceLock::new(),

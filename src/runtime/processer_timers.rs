@@ -103,6 +103,7 @@ impl ProcLocal {
                     None => bufs.free.push(r),
                 }
             }
+            self.mirror_pinned(pinned.len());
         }
         if bufs.free.is_empty() {
             return;

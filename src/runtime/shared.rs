@@ -632,6 +632,11 @@ impl Shared {
                 direct_switches: p.direct_switches.load(Ordering::Relaxed),
                 queued: p.queued(),
                 blocked: p.blocked.load(Ordering::Relaxed),
+                tasks_behind: if p.blocked.load(Ordering::Relaxed) {
+                    p.behind.load(Ordering::Relaxed)
+                } else {
+                    0
+                },
                 running: p.running.load(Ordering::Relaxed),
                 sleeping: p.sleeping.load(Ordering::Relaxed),
                 rescued: p.rescued.load(Ordering::Relaxed),
@@ -650,6 +655,8 @@ impl Shared {
             alive: self.alive.load(Ordering::Relaxed),
             blocked: processers.iter().filter(|p| p.blocked).count(),
             blocked_detections: d.detections.load(Ordering::Relaxed),
+            tasks_behind_blocked: processers.iter().map(|p| p.tasks_behind).sum(),
+            blocked_with_tasks_behind: d.blocked_with_behind.load(Ordering::Relaxed),
             tasks_rescued: d.rescued.load(Ordering::Relaxed),
             tasks_moved_again: d.moved_again.load(Ordering::Relaxed),
             threads_started: self.threads_started.load(Ordering::Relaxed),

@@ -24,6 +24,19 @@ pub struct Stats {
     pub blocked: usize,
     /// Times the Dispatcher marked a Processer blocked.
     pub blocked_detections: u64,
+    /// Started tasks runnable right now behind Processers marked blocked:
+    /// bound to (or pinned on) a thread whose running task does not switch
+    /// out, so no rescue can move them, and they wait until that call
+    /// returns. A gauge, refreshed at each sample of the Dispatcher (which
+    /// runs only with `max_threads` of 2 or more). The task dump names the
+    /// blocked thread and its running task; see ARCHITECTURE.md, "What
+    /// still blocks".
+    pub tasks_behind_blocked: usize,
+    /// Times a Processer stayed blocked with started tasks runnable
+    /// behind it (counted once per blocked spell, when the Dispatcher
+    /// first finds tasks waiting there): blocks that held up other tasks,
+    /// out of `blocked_detections`.
+    pub blocked_with_tasks_behind: u64,
     /// Tasks the Dispatcher moved off blocked Processers.
     pub tasks_rescued: u64,
     /// Of `tasks_rescued`, moves of a task that an earlier rescue had moved
@@ -76,6 +89,9 @@ pub struct ProcesserStats {
     pub queued: usize,
     /// Marked blocked by the Dispatcher right now.
     pub blocked: bool,
+    /// While `blocked`: the started tasks runnable here that can run on
+    /// no other thread (see `Stats::tasks_behind_blocked`); 0 otherwise.
+    pub tasks_behind: usize,
     /// A task is switched in right now.
     pub running: bool,
     /// The thread sleeps waiting for work.

@@ -300,3 +300,84 @@ pub fn fixed_scheduler(n: usize) -> gofer::Scheduler {
         .build()
         .expect("a scheduler")
 }
+
+/// Re-runs this test binary as a child running only the test `test` (with
+/// `CHILD_ENV=test`), its three standard streams piped: for a scenario
+/// the parent steers by what the child prints (see [`read_stderr_until`])
+/// and answers on its stdin.
+pub fn spawn_child_piped(test: &str) -> std::process::Child {
+    use std::process::Stdio;
+    child_command(test, test, &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the test binary as a child")
+}
+
+/// Reads the child's stderr until `needle` has appeared `times` times, and
+/// returns what was read; kills the child and fails the test if that takes
+/// longer than [`PATIENCE`] (the watchdog). The rest of stderr is drained
+/// and dropped, so the child never blocks on a full pipe.
+pub fn read_stderr_until(child: &mut std::process::Child, needle: &str, times: usize) -> String {
+    use std::io::Read;
+    let mut err = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let wanted = needle.to_owned();
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut buf = [0u8; 4096];
+        let mut sent = false;
+        loop {
+            match err.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) if !sent => text.extend_from_slice(&buf[..n]),
+                Ok(_) => continue,
+            }
+            if !sent
+                && String::from_utf8_lossy(&text)
+                    .matches(wanted.as_str())
+                    .count()
+                    >= times
+            {
+                let _ = tx.send(String::from_utf8_lossy(&text).into_owned());
+                sent = true;
+            }
+        }
+        if !sent {
+            let _ = tx.send(String::from_utf8_lossy(&text).into_owned());
+        }
+    });
+    match rx.recv_timeout(PATIENCE) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = child.kill();
+            panic!("the child did not print {needle:?} within {PATIENCE:?}");
+        }
+    }
+}
+
+/// Waits for the child to exit, killing it (and failing the test) after
+/// [`PATIENCE`]; returns its stdout.
+pub fn wait_child(mut child: std::process::Child) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let mut out = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            break status;
+        }
+        if start.elapsed() >= PATIENCE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child hung: killed after {PATIENCE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (status, reader.join().expect("stdout reader"))
+}
