@@ -100,6 +100,8 @@ mod descriptors;
 #[cfg(feature = "hooks")]
 mod fdctx;
 #[cfg(feature = "hooks")]
+mod futex;
+#[cfg(feature = "hooks")]
 mod guard;
 #[cfg(feature = "hooks")]
 mod io_loop;
@@ -113,6 +115,11 @@ mod sleep;
 mod sockets;
 #[cfg(feature = "hooks")]
 mod symbols;
+#[cfg(feature = "hooks")]
+mod syscall;
+
+#[cfg(feature = "hooks")]
+pub(crate) use futex::kernel_futex;
 
 /// The registration the hooks made for `fd` (a task waited on it through a
 /// hooked call), so that a `gofer::net` socket made from the same

@@ -137,8 +137,8 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+use crate::runtime::lock::Mutex;
 use crossbeam_deque::Steal;
-use parking_lot::Mutex;
 
 use super::context;
 use super::io::BUSY_POLL;

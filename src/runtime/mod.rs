@@ -33,6 +33,7 @@ pub(crate) mod dispatcher;
 pub(crate) mod idle;
 pub(crate) mod io;
 pub(crate) mod live;
+pub(crate) mod lock;
 pub(crate) mod next_slot;
 pub(crate) mod park_state;
 pub(crate) mod processer;

@@ -25,6 +25,7 @@ use std::thread::Thread;
 
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 
+use super::lock::Sleeper;
 use super::next_slot::NextSlot;
 use super::task::{Runnable, TaskHeader};
 
@@ -124,6 +125,9 @@ pub(crate) struct ProcesserShared {
     pub(crate) retired: AtomicBool,
     /// The thread, for unpark; set when the thread starts.
     pub(crate) thread: OnceLock<Thread>,
+    /// What the thread sleeps on while the Processer is idle (see
+    /// `runtime/lock.rs`): woken by [`wake`](Self::wake) and `wake_all`.
+    pub(crate) sleeper: Sleeper,
     /// The thread's CPU-time clock, for the Dispatcher's kernel-block test.
     /// A clock id (not a `pthread_t`) stays safe to read after the thread
     /// exits: `clock_gettime` then fails with `EINVAL`.
@@ -236,9 +240,7 @@ impl ProcesserShared {
                 .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
         {
-            if let Some(t) = self.thread.get() {
-                t.unpark();
-            }
+            self.sleeper.unpark(self.thread.get());
             true
         } else {
             false
@@ -292,6 +294,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         blocked: AtomicBool::new(false),
         retired: AtomicBool::new(false),
         thread: OnceLock::new(),
+        sleeper: Sleeper::default(),
         cpu_clock: OnceLock::new(),
         tid: OnceLock::new(),
         rescued: AtomicU64::new(0),

@@ -53,6 +53,10 @@ pub(crate) enum WaitOn {
     Writable(i32),
     /// A future polled by `block_on_future`.
     Future,
+    /// A futex wait made through the hooked `syscall` (std's locks,
+    /// `parking_lot`).
+    #[cfg(feature = "hooks")]
+    Futex,
 }
 
 impl fmt::Display for WaitOn {
@@ -72,6 +76,8 @@ impl fmt::Display for WaitOn {
             WaitOn::WaitGroup => f.write_str("wait group wait"),
             WaitOn::Sleep => f.write_str("sleep"),
             WaitOn::Join(id) => write!(f, "join of task {id}"),
+            #[cfg(feature = "hooks")]
+            WaitOn::Futex => f.write_str("futex wait"),
             WaitOn::Readable(fd) => write!(f, "fd {fd} readable"),
             WaitOn::Writable(fd) => write!(f, "fd {fd} writable"),
             WaitOn::Future => f.write_str("future"),
