@@ -212,9 +212,14 @@ fn command(op: c_int) -> c_int {
 }
 
 /// Whether a task may wait in the table here: in a task, outside the
-/// hooks' own code, in the process that made the scheduler.
+/// hooks' own code, in the process that made the scheduler, and not while
+/// the thread panics. std keeps its panic state per thread: a task parked
+/// inside the panic hook (waiting for std's backtrace lock, say) would let
+/// the next task of the thread panic "while processing a panic", which
+/// aborts. So from a panic on until its unwinding ends, a futex wait blocks
+/// the thread, as without the hook.
 fn parks_task() -> bool {
-    !bypass() && in_task()
+    !bypass() && in_task() && !std::thread::panicking()
 }
 
 /// `syscall(SYS_futex, uaddr, op, val, timeout, uaddr2, val3)`, hooked.

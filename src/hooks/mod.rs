@@ -30,6 +30,8 @@
 //! | `fcntl(F_SETFL)`, `ioctl(FIONBIO)` | record whether the program asked for non-blocking mode: such a descriptor keeps returning `EAGAIN` |
 //! | `setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)` | recorded as the waits' timeouts (and passed on) |
 //! | `dup`, `dup2`, `dup3` | the new descriptor gets its own bookkeeping; the one `dup2`/`dup3` replace is closed as by `close` |
+//! | `syscall(SYS_futex, ...)` (how std's `Mutex`, `RwLock`, `Condvar`, `Once`, `mpsc`, `thread::park` and `parking_lot` wait) | `FUTEX_WAIT`/`FUTEX_WAIT_BITSET` park the task on a waiter table keyed by address (timeouts on the scheduler's timers, `ETIMEDOUT` on expiry); `FUTEX_WAKE`/`FUTEX_WAKE_BITSET` from any thread wake the table's tasks first, then pass the rest of the count to the kernel's waiters, and return the total woken; see `futex.rs` for the other operations |
+//! | `syscall`, any other number | libc's `syscall`, arguments, result and errno unchanged |
 //!
 //! gofer never changes a descriptor's flags: a task asks the kernel not to
 //! block call by call (`MSG_DONTWAIT` on sockets, `RWF_NOWAIT` on pipes;
@@ -40,7 +42,19 @@
 //!
 //! # What is not hooked
 //!
-//! - Raw `syscall(2)`, io_uring, and code that reaches the kernel without
+//! - C libraries' locks: glibc's `pthread_mutex_*`, `pthread_rwlock_*` and
+//!   `pthread_cond_*` reach the futex from inside libc, not through
+//!   `syscall`: a task waiting in them blocks its thread.
+//! - Waits whose record belongs to the thread rather than to the lock:
+//!   `std::thread::park` (and so std's `mpsc` and crossbeam's channels,
+//!   which park the thread) and `parking_lot` (one waiting record per
+//!   thread) park the task, but one task per thread at a time may wait
+//!   through them: a second task of the same thread waiting there at the
+//!   same time shares the first one's record (a lost wake-up, or for
+//!   `parking_lot` a corrupted queue). std's `Mutex`, `RwLock`, `Condvar`
+//!   and `Once` wait on the lock's own word and have no such limit.
+//! - Raw system calls other than futex through `syscall(2)`, io_uring, and
+//!   code that reaches the kernel without
 //!   calling these symbols: C code linked statically that calls libc's
 //!   internal aliases, and calls made inside libc itself (`fread`'s `read`,
 //!   `getaddrinfo`'s own sockets, `fclose`'s `close`). Shared libraries see
@@ -66,7 +80,8 @@
 //! forked child, the recursion guard); `io_loop.rs` routes a descriptor and
 //! runs the try-wait-retry loop; `data.rs` (reads and writes), `sockets.rs`
 //! (`accept`, `connect`), `poll.rs`, `sleep.rs` and `descriptors.rs`
-//! (`close`, `fcntl`, `dup`, ...) define the symbols by family; `fdctx.rs`
+//! (`close`, `fcntl`, `dup`, ...) and `syscall.rs` (with `futex.rs`, the
+//! futex waiter table) define the symbols by family; `fdctx.rs`
 //! keeps each descriptor's bookkeeping; `real.rs` finds libc's own
 //! functions; `symbols.rs` keeps them all linked.
 //!
@@ -77,6 +92,9 @@
 //! hooked call made while a hook runs runtime code straight to libc, and the
 //! runtime's own threads (Processer loops, the Dispatcher reading `/proc`)
 //! never run inside a task, so their calls pass through unchanged.
+//! The runtime's own locks and a Processer's idle sleep wait on futex words
+//! of their own, straight in the kernel (`runtime/lock.rs`): a task holding
+//! or contending one is never parked by the futex hook.
 
 /// Whether this binary was built with the `hooks` feature (the hooked libc
 /// symbols are defined).
