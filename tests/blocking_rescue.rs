@@ -364,7 +364,8 @@ fn woken_behind_a_blocked_processer(migrate: bool) -> (ThreadId, ThreadId, bool)
         (common::thread_id(), r2.load(Ordering::SeqCst))
     });
     let (task, home) = rx.recv_timeout(common::PATIENCE).expect("the sleeper ran");
-    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go = Arc::new(AtomicBool::new(false));
+    let go_rx = go.clone();
     let (on_tx, on_rx) = mpsc::channel();
     // Which Processer the sleeper is on: ask each with a pinned task.
     let idx = (0..2)
@@ -386,7 +387,7 @@ fn woken_behind_a_blocked_processer(migrate: bool) -> (ThreadId, ThreadId, bool)
         .scheduler(&s)
         .spawn(move || {
             on_tx.send(()).unwrap();
-            let _ = go_rx.recv(); // blocks the thread in the kernel
+            common::block_thread_until(&go_rx);
         })
         .unwrap();
     on_rx.recv_timeout(common::PATIENCE).unwrap();
@@ -398,7 +399,7 @@ fn woken_behind_a_blocked_processer(migrate: bool) -> (ThreadId, ThreadId, bool)
         // Rescued: it runs elsewhere while its Processer is still blocked.
         let (ran_on, was_released) = sleeper.join().unwrap();
         released.store(true, Ordering::SeqCst);
-        go_tx.send(()).unwrap();
+        go.store(true, Ordering::SeqCst);
         blocker.join().unwrap();
         s.shutdown();
         (home, ran_on, was_released)
@@ -411,7 +412,7 @@ fn woken_behind_a_blocked_processer(migrate: bool) -> (ThreadId, ThreadId, bool)
                 .any(|p| p.blocked && p.queued >= 1)
         });
         released.store(true, Ordering::SeqCst);
-        go_tx.send(()).unwrap();
+        go.store(true, Ordering::SeqCst);
         let (ran_on, was_released) = sleeper.join().unwrap();
         blocker.join().unwrap();
         s.shutdown();

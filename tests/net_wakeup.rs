@@ -12,7 +12,8 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream as StdUnixStream;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::in_child;
@@ -153,14 +154,13 @@ fn a_task_on_an_extra_processer_waiting_on_a_socket_wakes() {
                     .build()
                     .unwrap();
                 let (a, b) = StdUnixStream::pair().unwrap();
-                let (go_tx, go_rx) = mpsc::channel::<()>();
-                let blocker = sched.spawn(move || {
-                    let _ = go_rx.recv();
-                });
+                let go = Arc::new(AtomicBool::new(false));
+                let go_rx = go.clone();
+                let blocker = sched.spawn(move || common::block_thread_until(&go_rx));
                 let (tx, rx) = mpsc::channel();
                 let s2 = sched.clone();
                 let reader = sched.spawn(move || {
-                    let _ = go_tx.send(());
+                    go.store(true, Ordering::SeqCst);
                     // Holds the extra Processer's thread until the core one
                     // sleeps (nothing else is queued).
                     common::wait_until("the core Processer to sleep", || {

@@ -198,13 +198,14 @@ fn shutdown_right_after_a_dispatcher_sample_does_not_wait_out_the_dispatch_inter
     let s = slow_dispatcher("nap1s");
     // A task that blocks its thread in the kernel: the Dispatcher marks its
     // Processer blocked at a sample, then waits a whole interval.
-    let (tx, rx) = mpsc::channel::<()>();
-    let blocker = s.spawn(move || rx.recv().expect("sender alive"));
+    let go = Arc::new(AtomicBool::new(false));
+    let go_in = go.clone();
+    let blocker = s.spawn(move || common::block_thread_until(&go_in));
     wait_until("the Dispatcher marks the Processer blocked", || {
         s.stats().blocked_detections >= 1
     });
     // The Dispatcher has just begun its 1 s wait.
-    tx.send(()).expect("the task waits");
+    go.store(true, Ordering::SeqCst);
     let t0 = Instant::now();
     s.shutdown();
     let took = t0.elapsed();

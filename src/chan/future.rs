@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use crate::runtime::lock::Mutex;
 
 use super::channel::{RecvAttempt, SendAttempt};
 use super::error::{RecvError, SendError};

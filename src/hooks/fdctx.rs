@@ -41,8 +41,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::runtime::lock::Mutex;
 use libc::c_int;
-use parking_lot::Mutex;
 
 use super::real;
 use crate::runtime::io::{Interest, Registration};

@@ -61,6 +61,11 @@ pub(super) fn bypass() -> bool {
     FORKED.load(Ordering::Relaxed) || in_hook()
 }
 
+/// Whether this is a child process made by `fork` (see [`FORKED`]).
+pub(super) fn forked() -> bool {
+    FORKED.load(Ordering::Relaxed)
+}
+
 /// Standard input, output and error: calls on them never park. std holds
 /// its stdio locks across them, and those locks belong to the thread: a
 /// task parked while holding one would let the next task on the thread

@@ -34,6 +34,8 @@
 //! | `fcntl(F_SETFL)`, `ioctl(FIONBIO)` | record whether the program asked for non-blocking mode: such a descriptor keeps returning `EAGAIN` |
 //! | `setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)` | recorded as the waits' timeouts (and passed on) |
 //! | `dup`, `dup2`, `dup3` | the new descriptor gets its own bookkeeping; the one `dup2`/`dup3` replace is closed as by `close` |
+//! | `syscall(SYS_futex, ...)` (how std's `Mutex`, `RwLock`, `Condvar` and `Once` wait) | `FUTEX_WAIT`/`FUTEX_WAIT_BITSET` on a lock's own word park the task (a word of the thread's own blocks it, see below) on a waiter table keyed by address (timeouts on the scheduler's timers, `ETIMEDOUT` on expiry); `FUTEX_WAKE`/`FUTEX_WAKE_BITSET` from any thread wake the table's tasks first, then pass the rest of the count to the kernel's waiters, and return the total woken; see `futex.rs` for the other operations |
+//! | `syscall`, any other number | libc's `syscall`, arguments, result and errno unchanged |
 //!
 //! | call | inside a task: made on the blocking pool |
 //! |---|---|
@@ -54,7 +56,17 @@
 //!
 //! # What is not hooked
 //!
-//! - Raw `syscall(2)`, io_uring, and code that reaches the kernel without
+//! - C libraries' locks: glibc's `pthread_mutex_*`, `pthread_rwlock_*` and
+//!   `pthread_cond_*` reach the futex from inside libc, not through
+//!   `syscall`: a task waiting in them blocks its thread.
+//! - Waits whose record belongs to the thread rather than to the lock:
+//!   `std::thread::park` (and so std's `mpsc` and crossbeam's channels)
+//!   and `parking_lot` (one waiting record per thread). Every task of a
+//!   Processer shares its thread's record, so these waits block the thread
+//!   (`owned.rs` says why and how they are told apart). std's `Mutex`,
+//!   `RwLock`, `Condvar` and `Once` wait on the lock's own word and park.
+//! - Raw system calls other than futex through `syscall(2)`, io_uring, and
+//!   code that reaches the kernel without
 //!   calling these symbols: C code linked statically that calls libc's
 //!   internal aliases, and calls made inside libc itself (`fread`'s `read`,
 //!   `getaddrinfo`'s own sockets, `fclose`'s `close`). Shared libraries see
@@ -87,8 +99,9 @@
 //! pool; `data.rs` (reads and writes), `sockets.rs` (`accept`, `connect`),
 //! `poll.rs` (every wait on descriptors), `sleep.rs`, `descriptors.rs`
 //! (`close`, `fcntl`, `dup`, ...), `files.rs` (regular files, `open`),
-//! `wait.rs` (locks, children) and `names.rs` (name lookups) define the
-//! symbols by family; `fdctx.rs`
+//! `wait.rs` (locks, children), `names.rs` (name lookups) and `syscall.rs`
+//! (with `futex.rs`, the futex waiter table) define the symbols by family;
+//! `fdctx.rs`
 //! keeps each descriptor's bookkeeping; `real.rs` finds libc's own
 //! functions; `symbols.rs` keeps them all linked.
 //!
@@ -99,6 +112,9 @@
 //! hooked call made while a hook runs runtime code straight to libc, and the
 //! runtime's own threads (Processer loops, the Dispatcher reading `/proc`)
 //! never run inside a task, so their calls pass through unchanged.
+//! The runtime's own locks and a Processer's idle sleep wait on futex words
+//! of their own, straight in the kernel (`runtime/lock.rs`): a task holding
+//! or contending one is never parked by the futex hook.
 
 /// Whether this binary was built with the `hooks` feature (the hooked libc
 /// symbols are defined).
@@ -124,6 +140,8 @@ mod fdctx;
 #[cfg(feature = "hooks")]
 mod files;
 #[cfg(feature = "hooks")]
+mod futex;
+#[cfg(feature = "hooks")]
 mod guard;
 #[cfg(feature = "hooks")]
 mod io_loop;
@@ -131,6 +149,8 @@ mod io_loop;
 mod names;
 #[cfg(feature = "hooks")]
 mod offload;
+#[cfg(feature = "hooks")]
+mod owned;
 #[cfg(feature = "hooks")]
 mod poll;
 #[cfg(feature = "hooks")]
@@ -142,7 +162,12 @@ mod sockets;
 #[cfg(feature = "hooks")]
 mod symbols;
 #[cfg(feature = "hooks")]
+mod syscall;
+#[cfg(feature = "hooks")]
 mod wait;
+
+#[cfg(feature = "hooks")]
+pub(crate) use futex::kernel_futex;
 
 /// The registration the hooks made for `fd` (a task waited on it through a
 /// hooked call), so that a `gofer::net` socket made from the same

@@ -4,7 +4,9 @@
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use libc::{c_int, c_uint, c_ulong, c_void, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr};
+use libc::{
+    c_int, c_long, c_uint, c_ulong, c_void, iovec, msghdr, nfds_t, pollfd, size_t, sockaddr,
+};
 use libc::{socklen_t, ssize_t, timespec};
 
 /// Looks `name` (NUL-terminated) up in the libraries after this one.
@@ -187,4 +189,19 @@ pub(crate) unsafe fn openat(
         unsafe { std::mem::transmute(p) };
     // SAFETY: the caller keeps openat's contract.
     unsafe { f(dir, path, flags, mode) }
+}
+
+/// The real `syscall`, with six argument words after the number (see
+/// `hooks/syscall.rs` for why six words are always right to pass).
+///
+/// # Safety
+/// The contract of the system call `n` with these arguments.
+pub(crate) unsafe fn syscall(n: c_long, a: [c_long; 6]) -> c_long {
+    static SLOT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    let p = lookup(&SLOT, b"syscall\0");
+    // SAFETY: libc's `syscall`, variadic, called with the variadic
+    // convention; it reads as many words as the system call takes.
+    let f: unsafe extern "C" fn(c_long, ...) -> c_long = unsafe { std::mem::transmute(p) };
+    // SAFETY: the caller keeps the system call's contract.
+    unsafe { f(n, a[0], a[1], a[2], a[3], a[4], a[5]) }
 }

@@ -2,11 +2,11 @@
 //! the objects that define them. A new hook is added to its family's file
 //! and to [`KEEP`].
 
-use super::{data, descriptors, guard, poll, sleep, sockets};
+use super::{data, descriptors, guard, poll, sleep, sockets, syscall};
 use super::{files, names, wait};
 
 /// The addresses of every hooked symbol.
-struct Symbols([*const (); 25]);
+struct Symbols([*const (); 26]);
 
 // SAFETY: plain function addresses, never written or dereferenced.
 unsafe impl Sync for Symbols {}
@@ -41,6 +41,7 @@ static KEEP: Symbols = Symbols([
     descriptors::dup as *const (),
     descriptors::dup2 as *const (),
     descriptors::dup3 as *const (),
+    syscall::syscall as *const (),
 ]);
 
 /// The hooks that send a call to the blocking pool, kept as [`KEEP`].

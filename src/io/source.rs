@@ -30,7 +30,7 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
+use crate::runtime::lock::Mutex;
 use std::time::{Duration, Instant};
 
 use super::coop;

@@ -79,7 +79,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use crate::runtime::lock::{Condvar, Mutex};
 
 /// Rounds a pool thread spends looking for the next job before it sleeps:
 /// the first half spin on the CPU, the second yield it.

@@ -51,7 +51,7 @@ use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use crate::runtime::lock::Mutex;
 
 /// Size-class granularity, in bytes.
 pub(crate) const CLASS: usize = 64;

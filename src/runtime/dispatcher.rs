@@ -93,7 +93,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::runtime::lock::Mutex;
 
 use super::processer_shared::ProcesserShared;
 use super::shared::Shared;

@@ -36,7 +36,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::runtime::lock::Mutex;
 
 use super::processer_shared::ProcesserShared;
 

@@ -47,7 +47,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::runtime::lock::Mutex;
 
 use super::task::{Runnable, TaskHeader, TaskRef};
 

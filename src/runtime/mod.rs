@@ -39,6 +39,7 @@ pub(crate) mod fd_table;
 pub(crate) mod idle;
 pub(crate) mod io;
 pub(crate) mod live;
+pub(crate) mod lock;
 pub(crate) mod next_slot;
 pub(crate) mod park_state;
 pub(crate) mod processer;

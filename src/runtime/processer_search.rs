@@ -365,7 +365,7 @@ impl ProcLocal {
         while self.p.sleeping.load(Ordering::SeqCst) {
             match timeout {
                 Some(d) => {
-                    std::thread::park_timeout(d);
+                    self.p.sleeper.park(Some(d));
                     // Timed out (or woken): either way re-evaluate.
                     if self.cancel_sleep() {
                         self.sched.idle.idle_dec();
@@ -373,7 +373,7 @@ impl ProcLocal {
                     super::dispatcher::processer_awake(&self.sched);
                     return None;
                 }
-                None => std::thread::park(),
+                None => self.p.sleeper.park(None),
             }
         }
         // Woken: the waker already decremented the idle count.

@@ -24,9 +24,10 @@ use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Instant;
 
+use crate::runtime::lock::Mutex;
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
-use parking_lot::Mutex;
 
+use super::lock::Sleeper;
 use super::next_slot::NextSlot;
 use super::task::{Runnable, TaskHeader};
 
@@ -141,6 +142,9 @@ pub(crate) struct ProcesserShared {
     pub(crate) retired: AtomicBool,
     /// The thread, for unpark; set when the thread starts.
     pub(crate) thread: OnceLock<Thread>,
+    /// What the thread sleeps on while the Processer is idle (see
+    /// `runtime/lock.rs`): woken by [`wake`](Self::wake) and `wake_all`.
+    pub(crate) sleeper: Sleeper,
     /// The thread's CPU-time clock, for the Dispatcher's kernel-block test.
     /// A clock id (not a `pthread_t`) stays safe to read after the thread
     /// exits: `clock_gettime` then fails with `EINVAL`.
@@ -277,9 +281,7 @@ impl ProcesserShared {
                 .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
         {
-            if let Some(t) = self.thread.get() {
-                t.unpark();
-            }
+            self.sleeper.unpark(self.thread.get());
             true
         } else {
             false
@@ -336,6 +338,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         pinned_local_len: AtomicUsize::new(0),
         retired: AtomicBool::new(false),
         thread: OnceLock::new(),
+        sleeper: Sleeper::default(),
         cpu_clock: OnceLock::new(),
         tid: OnceLock::new(),
         rescued: AtomicU64::new(0),

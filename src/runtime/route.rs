@@ -321,9 +321,7 @@ impl Shared {
     pub(crate) fn wake_all(&self) {
         for p in self.processers_snapshot().iter() {
             self.wake_proc(p);
-            if let Some(t) = p.thread.get() {
-                t.unpark();
-            }
+            p.sleeper.unpark(p.thread.get());
             if p.in_poll.load(Ordering::SeqCst) {
                 if let Some(r) = self.reactor_if_made() {
                     r.wake();

@@ -39,8 +39,8 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use crate::runtime::lock::{Condvar, Mutex, RwLock};
 use crossbeam_utils::CachePadded;
-use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::blocking::BlockingPool;
 use super::config::Config;

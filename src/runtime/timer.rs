@@ -121,7 +121,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::runtime::lock::Mutex;
 
 use super::context;
 use super::shared::{find_processer, Shared};

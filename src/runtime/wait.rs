@@ -55,6 +55,10 @@ pub(crate) enum WaitOn {
     Future,
     /// A call run on the blocking pool by [`unblock`](crate::unblock).
     Unblock,
+    /// A futex wait made through the hooked `syscall` (std's locks,
+    /// `parking_lot`).
+    #[cfg(feature = "hooks")]
+    Futex,
 }
 
 impl fmt::Display for WaitOn {
@@ -74,6 +78,8 @@ impl fmt::Display for WaitOn {
             WaitOn::WaitGroup => f.write_str("wait group wait"),
             WaitOn::Sleep => f.write_str("sleep"),
             WaitOn::Join(id) => write!(f, "join of task {id}"),
+            #[cfg(feature = "hooks")]
+            WaitOn::Futex => f.write_str("futex wait"),
             WaitOn::Readable(fd) => write!(f, "fd {fd} readable"),
             WaitOn::Writable(fd) => write!(f, "fd {fd} writable"),
             WaitOn::Future => f.write_str("future"),

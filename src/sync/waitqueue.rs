@@ -2,7 +2,7 @@
 //!
 //! # Shape
 //!
-//! A [`WaitQueue<T>`] is a `parking_lot::Mutex` (held only for a few list
+//! A [`WaitQueue<T>`] is a runtime mutex (`runtime/lock.rs`) (held only for a few list
 //! operations, never across a park) around an intrusive FIFO of [`Waiter`]
 //! nodes and a primitive's own bookkeeping `T`. Each node lives on the
 //! waiting task's stack (or the waiting thread's stack) for the duration of
@@ -168,14 +168,14 @@ unsafe impl<T: Send> Send for Locked<T> {}
 /// A queue of parked tasks and threads, plus a primitive's state `T` that
 /// shares its lock. See the module docs.
 pub(crate) struct WaitQueue<T> {
-    inner: parking_lot::Mutex<Locked<T>>,
+    inner: crate::runtime::lock::Mutex<Locked<T>>,
 }
 
 impl<T> WaitQueue<T> {
     /// An empty queue.
     pub(crate) const fn new(data: T) -> WaitQueue<T> {
         WaitQueue {
-            inner: parking_lot::Mutex::new(Locked {
+            inner: crate::runtime::lock::Mutex::new(Locked {
                 head: None,
                 tail: None,
                 len: 0,
@@ -196,7 +196,7 @@ impl<T> WaitQueue<T> {
 /// The locked queue. Derefs to the primitive's bookkeeping `T`.
 pub(crate) struct QueueGuard<'a, T> {
     queue: &'a WaitQueue<T>,
-    locked: parking_lot::MutexGuard<'a, Locked<T>>,
+    locked: crate::runtime::lock::MutexGuard<'a, Locked<T>>,
 }
 
 impl<T> Deref for QueueGuard<'_, T> {

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::runtime::lock::Mutex;
 
 use crate::error::SpawnError;
 use crate::runtime::scheduler::{current_or_default_shared, Scheduler};

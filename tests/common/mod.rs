@@ -258,6 +258,16 @@ pub fn block_thread_in_kernel(d: Duration) {
     };
 }
 
+/// Blocks the calling OS thread in the kernel until `go` is set, in short
+/// raw sleeps (see [`block_thread_in_kernel`]): a wait that stays a thread
+/// wait under the `hooks` feature, where a contended std lock or channel
+/// inside a task parks the task instead.
+pub fn block_thread_until(go: &std::sync::atomic::AtomicBool) {
+    while !go.load(std::sync::atomic::Ordering::SeqCst) {
+        block_thread_in_kernel(Duration::from_millis(1));
+    }
+}
+
 /// Grows the process's descriptor table to hold `fds` descriptors, once,
 /// up front: growing it waits for an RCU grace period in the kernel
 /// (`expand_files`, milliseconds in a multi-threaded process), so a task

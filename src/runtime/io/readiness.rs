@@ -88,7 +88,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use crate::runtime::lock::Mutex;
 
 use super::epoll;
 use crate::runtime::shared::Shared;
