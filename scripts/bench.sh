@@ -21,7 +21,7 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # Build everything first so that compiling does not load the machine while
 # a bench measures.
-cargo bench --no-run
+cargo bench -p gofer-bench --no-run
 
 # A partial run keeps the previous run's record, since the figures of the
 # benches it skips come from there.
@@ -37,8 +37,8 @@ echo "== load average before: $(load)"
 
 failed=()
 for b in "${benches[@]}"; do
-    echo "== cargo bench --bench $b"
-    cargo bench --bench "$b" || failed+=("$b")
+    echo "== cargo bench -p gofer-bench --bench $b"
+    cargo bench -p gofer-bench --bench "$b" || failed+=("$b")
 done
 
 {

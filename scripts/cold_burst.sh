@@ -11,9 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-20}"
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --release --example cold_burst -q
+cargo build -p gofer-bench --release --example cold_burst -q
 cp "$target/release/examples/cold_burst" "$target/release/examples/cold_burst_plain"
-cargo build --release --features hooks --example cold_burst -q
+cargo build -p gofer-bench --release --features hooks --example cold_burst -q
 hooked="$target/release/examples/cold_burst"
 plain="$target/release/examples/cold_burst_plain"
 

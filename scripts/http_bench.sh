@@ -3,12 +3,12 @@
 # tokio and may, in the same run and with the same thread count:
 #
 #   1. HTTP: wrk against examples/http_server.rs (gofer),
-#      benches/servers/http_tokio.rs, benches/servers/http_hyper.rs (hyper
-#      1.x on tokio) and benches/servers/http_may.rs, at 100, 1,000 and
+#      bench/benches/servers/http_tokio.rs, bench/benches/servers/http_hyper.rs (hyper
+#      1.x on tokio) and bench/benches/servers/http_may.rs, at 100, 1,000 and
 #      10,000 connections, with 1 and with 2 wrk threads; prints requests/s,
 #      p99 latency, the server's CPU use and its CPU time per request as a
 #      Markdown table.
-#   2. Echo: `cargo bench --bench echo` (1 KiB round trips at 100 and 1,000
+#   2. Echo: `cargo bench -p gofer-bench --bench echo` (1 KiB round trips at 100 and 1,000
 #      connections; gofer, tokio, may).
 #
 #   scripts/http_bench.sh                    # everything, about 8 minutes
@@ -68,10 +68,10 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
 fi
 
 # --- build first, so compiling does not load the machine while measuring ------
-cargo build --release --quiet \
+cargo build -p gofer -p gofer-bench --release --quiet \
     --example http_server --example peer_http_tokio --example peer_http_hyper --example peer_http_may \
     --example echo_server --example peer_echo_tokio --example peer_echo_may
-cargo bench --no-run --quiet --bench echo
+cargo bench -p gofer-bench --no-run --quiet --bench echo
 
 # --- servers -----------------------------------------------------------------
 pids=()
@@ -158,9 +158,9 @@ echo
 echo "== load average after HTTP: $(load)"
 echo
 
-echo "== echo: cargo bench --bench echo"
+echo "== echo: cargo bench -p gofer-bench --bench echo"
 echo_out="$out/echo.txt"
-cargo bench --quiet --bench echo -- --threads "$SERVER_THREADS" --connections "${ECHO_CONNECTIONS// /,}" |
+cargo bench -p gofer-bench --quiet --bench echo -- --threads "$SERVER_THREADS" --connections "${ECHO_CONNECTIONS// /,}" |
     tee "$echo_out"
 load_after=$(load)
 
@@ -177,7 +177,7 @@ table=$(
     echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|"
     cat "$rows"
     echo
-    echo "Echo (\`cargo bench --bench echo\`, 1 KiB messages, the client in the bench's process):"
+    echo "Echo (\`cargo bench -p gofer-bench --bench echo\`, 1 KiB messages, the client in the bench's process):"
     echo
     echo "| connections | server | round trips/s | p50 | p99 | server CPU | CPU per round trip | errors |"
     echo "|---:|---|---:|---:|---:|---:|---:|---:|"

@@ -4,13 +4,13 @@
 #
 # For each server (gofer's examples/http_server.rs with its defaults, with
 # dense 16 KiB stacks, and parking quiet connections without a task; the
-# tokio, may and hyper peers in benches/servers/; Go's net/http when `go`
+# tokio, may and hyper peers in bench/benches/servers/; Go's net/http when `go`
 # is on PATH, built from a 40-line program written to a temporary
 # directory):
 #
 #   1. start it on 127.0.0.1:0 with --threads 2 and read its resident set
 #      (VmRSS in /proc/PID/status): "before";
-#   2. benches/tools/idle_client.rs (another process) opens N connections,
+#   2. bench/benches/tools/idle_client.rs (another process) opens N connections,
 #      sends GET / on each and reads each response, then goes idle;
 #   3. after SETTLE seconds, read the CPU time of each of the server's
 #      threads (/proc/PID/task/*/schedstat, in nanoseconds), wait IDLE
@@ -61,7 +61,7 @@ if [ "$range" -lt "$N" ]; then
 fi
 
 # --- build first, so compiling does not load the machine while measuring ------
-cargo build --release --quiet --example idle_client --example http_server \
+cargo build -p gofer -p gofer-bench --release --quiet --example idle_client --example http_server \
     --example peer_http_tokio --example peer_http_may --example peer_http_hyper
 
 # Go's net/http hello server, built in a temporary directory when `go` is

@@ -4,7 +4,7 @@
 //! Blocking here is real (a `nanosleep` system call, which the `hooks`
 //! feature does not turn into a task sleep, and a busy loop); every bound on
 //! time is generous: the assertion is "long before the block ends", not a
-//! latency figure (that is measured in `benches/blocking.rs`).
+//! latency figure (that is measured in `bench/benches/blocking.rs`).
 
 mod common;
 

@@ -4,7 +4,7 @@
 //! bookkeeping is O(n) per cycle.
 //!
 //! The bounds are generous (a shared 2-core machine); the figures are in
-//! `benches/processers.rs`. This file holds one test so that no other test
+//! `bench/benches/processers.rs`. This file holds one test so that no other test
 //! of the same binary adds to the process's CPU time while it measures.
 
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //!
 //! Time is the subject here, so the bounds are on time, and generous: the
 //! machine is a loaded 2-core VM. The figures worth comparing live in
-//! `benches/sleep.rs`; these tests print what they measured.
+//! `bench/benches/sleep.rs`; these tests print what they measured.
 
 mod common;
 mod net_common;

@@ -2,7 +2,7 @@
 //! code: requests are parsed with `httparse`, and every response is one of
 //! a few fixed byte strings.
 //!
-//! The peer servers used for comparison (`benches/servers/http_*.rs`)
+//! The peer servers used for comparison (`bench/benches/servers/http_*.rs`)
 //! include this very file, so a benchmark compares runtimes, not parsers.
 //!
 //! A [`Conn`] holds one connection's unparsed input and unwritten

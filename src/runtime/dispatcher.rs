@@ -48,7 +48,7 @@
 //!    `thread::park` (with a timeout for the interval), never
 //!    `thread::sleep`: [`wake`] (shutdown, detach) ends either at once, so
 //!    stopping never waits out an interval. What a cycle costs is measured
-//!    in `benches/dispatcher_cpu.rs` and `benches/processers.rs`.
+//!    in `bench/benches/dispatcher_cpu.rs` and `bench/benches/processers.rs`.
 //!
 //! The bookkeeping is O(n) per cycle: a few loads per Processer in the
 //! sample, with the views kept in a `Vec` in table order (rebuilt only when

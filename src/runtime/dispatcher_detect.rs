@@ -31,7 +31,7 @@
 //!   samples late) has used none, and is not taken for a hog.
 //!
 //! A kernel-blocked Processer is caught a few intervals after it blocked
-//! (`benches/blocking.rs` measures it), and a CPU-bound one after
+//! (`bench/benches/blocking.rs` measures it), and a CPU-bound one after
 //! `block_timeout` on an idle machine (later on a loaded one, by its
 //! share of a CPU), so short computations are never mistaken for
 //! blocked threads.

@@ -34,7 +34,7 @@
 //! rises, and each level costs the `ARITY - 1` compares between children
 //! only. Taking the entries of 10,000 sleepers fired from one queue cost
 //! 1,075 instructions per entry with `Instant` keys and a swap per level,
-//! and costs 594 this way (callgrind, `benches/tools/callgrind_sleep.rs`).
+//! and costs 594 this way (callgrind, `bench/benches/tools/callgrind_sleep.rs`).
 
 /// Children per heap node. A 4-ary heap is shallower than a binary one
 /// (fewer cache misses per sift) at the price of more compares per level.

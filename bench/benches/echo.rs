@@ -1,0 +1,141 @@
+//! Echo round trips: N connections each send a message of 1 KiB and wait for
+//! it to come back, over and over, against gofer's `examples/echo_server.rs`
+//! and its peers on tokio and may (`bench/benches/servers/echo_*.rs`), each run as
+//! its own process with the same thread count, one after the other.
+//!
+//! Run: `cargo bench -p gofer-bench --bench echo` (or through `scripts/http_bench.sh`);
+//! `cargo bench -p gofer-bench --bench echo -- --help` lists the flags.
+//!
+//! The client is this process: one thread (a tokio current-thread runtime)
+//! driving every connection. On a 2-core machine it competes with the
+//! server's threads for the cores, so a figure measures the pair; the
+//! servers' own CPU time is printed beside it. Every echoed message is
+//! checked byte for byte. A round trip counts if it started after the
+//! warm-up and ended before the run's end; latency is from the first byte
+//! written to the last byte read.
+
+#[path = "common/echo.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use clap::Parser;
+use common::{load, raise_nofile, Server};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "echo",
+    about = "Echo round trips per second: gofer, tokio and may servers."
+)]
+struct Args {
+    /// Connection counts to run, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+    connections: Vec<usize>,
+
+    /// Servers to run, comma-separated, in this order.
+    #[arg(long, value_delimiter = ',', default_value = "gofer,tokio,may")]
+    servers: Vec<String>,
+
+    /// Server threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    size: usize,
+
+    /// Seconds measured per run.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+
+    /// Seconds of warm-up per run, not measured.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// The package and example binary of each server name: gofer's server is
+/// the root package's example, its peers are this package's.
+fn example_of(server: &str) -> Option<(&'static str, &'static str)> {
+    match server {
+        "gofer" => Some(("gofer", "echo_server")),
+        "tokio" => Some(("gofer-bench", "peer_echo_tokio")),
+        "may" => Some(("gofer-bench", "peer_echo_may")),
+        _ => None,
+    }
+}
+
+/// `target/<profile>/examples/<name>` of `package` (a workspace member),
+/// built first (a no-op when it is up to date) with the profile this bench
+/// was built with.
+fn example_bin((package, name): (&str, &str)) -> PathBuf {
+    let exe = std::env::current_exe().expect("the bench's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the bench sits in target/<profile>/deps");
+    let bin = profile_dir.join("examples").join(name);
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(_) => "release",
+    };
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "--profile", profile])
+        .args(["-p", package, "--example", name])
+        .arg("--manifest-path")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(profile_dir.parent().expect("target dir"))
+        .status();
+    assert!(
+        bin.exists(),
+        "{} is missing and cargo did not build it ({status:?})",
+        bin.display()
+    );
+    bin
+}
+
+fn main() {
+    let args = Args::parse();
+    let nofile = raise_nofile();
+    let need = args.connections.iter().max().copied().unwrap_or(0) as u64 * 2 + 64;
+    if nofile < need {
+        eprintln!("warning: open-file limit {nofile} is below the {need} descriptors needed");
+    }
+    let warmup = Duration::from_secs_f64(args.warmup);
+    let duration = Duration::from_secs_f64(args.duration);
+    let bins: Vec<(String, PathBuf)> = args
+        .servers
+        .iter()
+        .map(|s| {
+            let ex = example_of(s).unwrap_or_else(|| panic!("unknown server `{s}`"));
+            (s.clone(), example_bin(ex))
+        })
+        .collect();
+    println!(
+        "echo: {} B messages, {} server threads, client: 1 thread (tokio current_thread) in \
+         this process; {:?} measured after {:?} of warm-up per run; 2-core machines: the client \
+         competes with the server for the cores",
+        args.size, args.threads, duration, warmup
+    );
+    println!("load average before: {}", load());
+    common::print_header();
+    for &n in &args.connections {
+        for (name, bin) in &bins {
+            let mut cmd = Command::new(bin);
+            cmd.args([
+                "--addr",
+                "127.0.0.1:0",
+                "--threads",
+                &args.threads.to_string(),
+            ]);
+            common::run_row(Server::start(cmd), name, n, args.size, warmup, duration);
+        }
+    }
+    println!("load average after: {}", load());
+}
