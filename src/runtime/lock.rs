@@ -469,7 +469,6 @@ mod futex_locks {
         }
 
         /// Wakes one waiter.
-        #[allow(dead_code)]
         pub(crate) fn notify_one(&self) {
             self.seq.fetch_add(1, Ordering::Relaxed);
             wake(&self.seq, 1);
