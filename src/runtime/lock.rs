@@ -202,6 +202,8 @@ mod futex_locks {
     // word from UNLOCKED, which only one thread can do until `unlock`; the
     // Acquire there pairs with the Release in `unlock`.
     unsafe impl lock_api::RawMutex for RawLock {
+        // lock_api's trait asks for the unlocked lock as a constant: each
+        // use makes a fresh one, which is what a lock's initial value is.
         #[allow(clippy::declare_interior_mutable_const)]
         const INIT: RawLock = RawLock {
             state: AtomicU32::new(UNLOCKED),
@@ -331,6 +333,8 @@ mod futex_locks {
     // only from a word with neither); readers count themselves only while
     // WRITER is clear. Acquire on taking pairs with Release on releasing.
     unsafe impl lock_api::RawRwLock for RawRwLock {
+        // lock_api's trait asks for the unlocked lock as a constant: each
+        // use makes a fresh one, which is what a lock's initial value is.
         #[allow(clippy::declare_interior_mutable_const)]
         const INIT: RawRwLock = RawRwLock {
             state: AtomicU32::new(0),
