@@ -207,8 +207,13 @@ fn a_poll_on_two_pipes_leaves_the_thread() {
     });
 }
 
+/// 200 tasks on two Processers each read a 64 KiB file with
+/// `std::fs::read` and resolve `localhost:80`: the hooks hand both to the
+/// blocking pool, so the Dispatcher finds at most one Processer blocked
+/// (a brief kernel wait, on a loaded machine).
 #[test]
 fn reading_files_and_resolving_names_in_many_tasks_blocks_no_processer() {
+    const TASKS: usize = 200;
     common::in_child(
         "reading_files_and_resolving_names_in_many_tasks_blocks_no_processer",
         || {
@@ -220,7 +225,7 @@ fn reading_files_and_resolving_names_in_many_tasks_blocks_no_processer() {
                 .unwrap();
             let sched = common::fixed_scheduler(2);
             let (tx, rx) = chan::unbounded();
-            for _ in 0..200 {
+            for _ in 0..TASKS {
                 let (tx, path, data) = (tx.clone(), path.clone(), data.clone());
                 drop(sched.spawn(move || {
                     let read_ok = std::fs::read(&path).map(|d| d == data).unwrap_or(false);
@@ -233,11 +238,11 @@ fn reading_files_and_resolving_names_in_many_tasks_blocks_no_processer() {
             }
             drop(tx);
             let results: Vec<(bool, bool)> = rx.iter().collect();
-            assert_eq!(results.len(), 200);
+            assert_eq!(results.len(), TASKS);
             assert!(results.iter().all(|&(r, _)| r), "a read came out wrong");
             assert!(results.iter().all(|&(_, n)| n), "localhost did not resolve");
             let detections = sched.stats().blocked_detections;
-            println!("figure: blocked detections over 200 reads and lookups: {detections}");
+            println!("figure: blocked detections over {TASKS} reads and lookups: {detections}");
             sched.shutdown();
             let _ = std::fs::remove_file(&path);
             assert!(detections <= 1, "{detections} blocked Processers detected");

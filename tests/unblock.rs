@@ -385,3 +385,115 @@ fn refused(b: gofer::SchedulerBuilder) -> ConfigError {
         Err(e) => e,
     }
 }
+
+/// A worker pool: 64 started worker tasks on two Processers (at most 64)
+/// take 64 jobs from a gofer channel, and each job makes a 50 ms blocking
+/// call through `unblock`; a heartbeat task ticks every 5 ms meanwhile.
+/// The pool (cap 512) gives every call a thread of its own, so the jobs
+/// run side by side and finish in about one call's time, and the
+/// Processers stay free for the heartbeat. Made inline, each call holds a
+/// Processer's thread: the jobs run a few at a time, and the heartbeat
+/// waits behind them.
+#[test]
+fn a_pool_of_64_workers_making_50ms_calls_finishes_together_and_the_heartbeat_keeps_time() {
+    const WORKERS: usize = 64;
+    const CALL: Duration = Duration::from_millis(50);
+    const TICK: Duration = Duration::from_millis(5);
+    in_child(
+        "a_pool_of_64_workers_making_50ms_calls_finishes_together_and_the_heartbeat_keeps_time",
+        || {
+            let sched = Scheduler::builder()
+                .min_threads(2)
+                .max_threads(64)
+                .build()
+                .unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let (beat_tx, beat_rx) = gofer::chan::bounded::<()>(1);
+            // The heartbeat returns the time of every beat; it beats on
+            // until told to stop after the jobs end, so a stall the jobs
+            // cause shows as a gap however long it lasts.
+            let heartbeat = {
+                let stop = stop.clone();
+                sched.spawn(move || {
+                    beat_tx.send(()).unwrap();
+                    let mut beats = vec![Instant::now()];
+                    while !stop.load(Ordering::SeqCst) {
+                        gofer::sleep(TICK);
+                        beats.push(Instant::now());
+                    }
+                    beats
+                })
+            };
+            beat_rx.recv().unwrap();
+            let (job_tx, job_rx) = gofer::chan::unbounded::<usize>();
+            let (done_tx, done_rx) = gofer::chan::unbounded::<(usize, Duration)>();
+            let started = Arc::new(AtomicUsize::new(0));
+            let workers: Vec<_> = (0..WORKERS)
+                .map(|_| {
+                    let (job_rx, done_tx, started) =
+                        (job_rx.clone(), done_tx.clone(), started.clone());
+                    sched.spawn(move || {
+                        started.fetch_add(1, Ordering::SeqCst);
+                        while let Ok(job) = job_rx.recv() {
+                            let t = Instant::now();
+                            gofer::unblock(|| common::block_thread_in_kernel(CALL));
+                            done_tx.send((job, t.elapsed())).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            drop(done_tx);
+            wait_until("every worker started", || {
+                started.load(Ordering::SeqCst) == WORKERS
+            });
+            let t = Instant::now();
+            for job in 0..WORKERS {
+                job_tx.send(job).unwrap();
+            }
+            let mut seen = [false; WORKERS];
+            for _ in 0..WORKERS {
+                let (job, took) = done_rx.recv().unwrap();
+                assert!(
+                    took >= CALL,
+                    "job {job} took {took:?}: the call did not block"
+                );
+                assert!(!seen[job], "job {job} ran twice");
+                seen[job] = true;
+            }
+            let end = Instant::now();
+            let wall = end - t;
+            stop.store(true, Ordering::SeqCst);
+            drop(job_tx);
+            for w in workers {
+                w.join().unwrap();
+            }
+            let (worst, beats) = worst_gap_within(&heartbeat.join().unwrap(), t, end);
+            let s = sched.stats();
+            println!(
+                "figure: {WORKERS} jobs of a {CALL:?} call in {wall:?}; heartbeat worst gap {worst:?} over {beats} beats; {} pool threads",
+                s.blocking_threads
+            );
+            assert!(
+                wall <= Duration::from_secs(1),
+                "the {WORKERS} jobs took {wall:?}: the calls did not run side by side"
+            );
+            assert!(beats > 0, "the heartbeat never beat while the jobs ran");
+            assert!(
+                worst <= Duration::from_millis(100),
+                "the heartbeat waited {worst:?} while the jobs ran"
+            );
+            sched.shutdown();
+        },
+    );
+}
+
+/// The longest gap between consecutive `beats` that overlaps `from..to`,
+/// and how many such gaps there are.
+fn worst_gap_within(beats: &[Instant], from: Instant, to: Instant) -> (Duration, usize) {
+    let gaps: Vec<Duration> = beats
+        .windows(2)
+        .filter(|w| w[1] > from && w[0] < to)
+        .map(|w| w[1] - w[0])
+        .collect();
+    (gaps.iter().copied().max().unwrap_or_default(), gaps.len())
+}
