@@ -66,6 +66,10 @@ pub(super) fn route(fd: c_int) -> Route {
         return Route::Closed;
     }
     if st & FILE != 0 {
+        // Offloaded, but never while the thread panics (`offloads`).
+        if std::thread::panicking() {
+            return Route::Pass;
+        }
         return Route::Offload;
     }
     if st & HOOKED == 0 || st & USER_NONBLOCK != 0 {

@@ -52,9 +52,14 @@ impl<F> SendCall<F> {
 }
 
 /// Whether a call made here now goes to the pool: inside a task, outside
-/// the hooks' own runtime code, not in a forked child.
+/// the hooks' own runtime code, not in a forked child, and not while the
+/// thread panics. std keeps its panic state per thread: a task parked
+/// inside the panic hook (its backtrace opens and reads the executable)
+/// would let the next task of the thread panic "while processing a panic",
+/// which aborts. So from a panic on until its unwinding ends, these calls
+/// run in place, as the futex hook's waits do.
 pub(super) fn offloads() -> bool {
-    !bypass() && in_task()
+    !bypass() && in_task() && !std::thread::panicking()
 }
 
 /// Whether a call on `fd` goes to the pool: [`offloads`], and `fd` is not
