@@ -83,6 +83,11 @@ SWITCH_DEFAULT = (
 # themselves). Names without compiler suffixes; a trailing "::" matches the
 # generic instances of a function.
 NO_RETURN_DEFAULT = (
+    # Not the end of the process, but the start of a panic: from there on
+    # the hooks never switch the task (futex.rs `parks_task`, offload.rs
+    # `offloads`: std keeps its panic state per thread), so the panic
+    # machinery's futex waits and file reads block the thread.
+    "std::panicking::panic_with_hook",
     "gofer::coroutine::overflow::fatal",
     "gofer::coroutine::overflow::abort_with",
     "std::process::abort",
@@ -95,6 +100,14 @@ NO_RETURN_DEFAULT = (
 # Calls known not to switch whatever the call graph says, as (caller,
 # callee, why). Names without compiler suffixes.
 SKIP_EDGES_DEFAULT = (
+    # With the hooks, `syscall` parks a task only for a futex wait; these
+    # callers only wake.
+    ("std::sys::pal::unix::futex::futex_wake", "syscall",
+     "a futex wake never waits"),
+    ("core::ptr::drop_in_place::<std::sync::poison::mutex::MutexGuard<alloc::vec::Vec<u8>>>",
+     "syscall", "unlocking a std Mutex only wakes"),
+    ("<std::sys::sync::rwlock::futex::RwLock>::wake_writer_or_readers", "syscall",
+     "unlocking a std RwLock only wakes"),
     ("std::sys::random::linux::getrandom", "close",
      "std's /dev/urandom fallback closes a regular file, which the hooks pass to libc"),
     ("gofer::runtime::io::epoll::Epoll::wake", "write",

@@ -220,6 +220,7 @@ fn command(op: c_int) -> c_int {
 /// the next task of the thread panic "while processing a panic", which
 /// aborts. So from a panic on until its unwinding ends, a futex wait blocks
 /// the thread, as without the hook.
+#[inline(never)] // reads thread-locals: never inlined into a path that switches
 fn parks_task() -> bool {
     !bypass() && in_task() && !std::thread::panicking()
 }

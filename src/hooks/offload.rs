@@ -58,6 +58,7 @@ impl<F> SendCall<F> {
 /// would let the next task of the thread panic "while processing a panic",
 /// which aborts. So from a panic on until its unwinding ends, these calls
 /// run in place, as the futex hook's waits do.
+#[inline(never)] // reads thread-locals: never inlined into a path that switches
 pub(super) fn offloads() -> bool {
     !bypass() && in_task() && !std::thread::panicking()
 }

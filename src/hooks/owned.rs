@@ -20,7 +20,7 @@
 //! a thread-local also blocks the thread, as it would without the hooks.
 
 use std::cell::Cell;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 thread_local! {
@@ -34,12 +34,16 @@ thread_local! {
 }
 
 /// Whether `addr` is a waiting record of the calling thread's own.
+// Never inlined: these read thread-locals, and the futex hook that calls
+// them can switch the task out.
+#[inline(never)]
 pub(super) fn thread_owned(addr: usize) -> bool {
     in_static_tls(addr) || addr == parker_word()
 }
 
 /// Called by the futex hook first thing: while a probe runs, records the
 /// address of the wait and returns true (the wait then goes to the kernel).
+#[inline(never)]
 pub(super) fn probing(addr: usize) -> bool {
     if PROBING.with(Cell::get) {
         SEEN.with(|s| s.set(addr));
@@ -84,36 +88,41 @@ fn probe() -> usize {
 }
 
 /// The size of the static TLS blocks of the modules loaded at start-up,
-/// each rounded up to its alignment.
+/// each rounded up to its alignment. Computed once; threads that race to
+/// compute it store the same value. (No `OnceLock`: its wait is a futex
+/// wait, which this file must not make.)
 fn static_tls_size() -> usize {
-    static SIZE: OnceLock<usize> = OnceLock::new();
-    *SIZE.get_or_init(|| {
-        unsafe extern "C" fn each(
-            info: *mut libc::dl_phdr_info,
-            _size: libc::size_t,
-            data: *mut libc::c_void,
-        ) -> libc::c_int {
-            // SAFETY: the loader passes a valid info for the call, and
-            // `data` is the `usize` below.
-            unsafe {
-                let info = &*info;
-                let total = &mut *(data as *mut usize);
-                for i in 0..info.dlpi_phnum as usize {
-                    let ph = &*info.dlpi_phdr.add(i);
-                    if ph.p_type == libc::PT_TLS {
-                        let align = (ph.p_align as usize).max(1);
-                        *total += (ph.p_memsz as usize).div_ceil(align) * align;
-                    }
+    static SIZE: AtomicUsize = AtomicUsize::new(usize::MAX);
+    let known = SIZE.load(Ordering::Relaxed);
+    if known != usize::MAX {
+        return known;
+    }
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader passes a valid info for the call, and `data`
+        // is the `usize` below.
+        unsafe {
+            let info = &*info;
+            let total = &mut *(data as *mut usize);
+            for i in 0..info.dlpi_phnum as usize {
+                let ph = &*info.dlpi_phdr.add(i);
+                if ph.p_type == libc::PT_TLS {
+                    let align = (ph.p_align as usize).max(1);
+                    *total += (ph.p_memsz as usize).div_ceil(align) * align;
                 }
             }
-            0
         }
-        let mut total = 0usize;
-        // SAFETY: `each` only reads the headers it is given and writes the
-        // `usize` it is handed.
-        unsafe { libc::dl_iterate_phdr(Some(each), (&mut total as *mut usize).cast()) };
-        total
-    })
+        0
+    }
+    let mut total = 0usize;
+    // SAFETY: `each` only reads the headers it is given and writes the
+    // `usize` it is handed.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut total as *mut usize).cast()) };
+    SIZE.store(total, Ordering::Relaxed);
+    total
 }
 
 /// The thread pointer.

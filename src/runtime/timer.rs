@@ -117,6 +117,7 @@
 //! scheduler alive for ever.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -279,7 +280,10 @@ impl TimerQueue {
 /// The user timers of a scheduler, for shutdown to cancel.
 #[derive(Default)]
 struct Registry {
-    timers: HashMap<u64, Arc<dyn TimerCallback>>,
+    /// Keyed by the ids this scheduler hands out, so a fixed hasher does:
+    /// std's random one would read a thread-local and, the first time on a
+    /// thread, make system calls that a hooked build may turn into a switch.
+    timers: HashMap<u64, Arc<dyn TimerCallback>, BuildHasherDefault<DefaultHasher>>,
     /// Shutdown began: no timer may be registered any more.
     closed: bool,
 }
