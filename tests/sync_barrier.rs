@@ -105,3 +105,35 @@ fn barrier_of_one_or_zero_never_blocks() {
     }
     assert_eq!(format!("{:?}", Barrier::new(2)), "Barrier { n: 2 }");
 }
+
+/// A party whose timed wait gives up no longer counts: the generation still
+/// needs `n` parties, and a timed party that all the others meet in time is
+/// released as by `wait`.
+#[test]
+fn a_party_that_times_out_withdraws_and_a_timely_one_is_released() {
+    use std::time::Duration;
+    within(|| {
+        let s = sched(2);
+        let b = Arc::new(Barrier::new(2));
+        let b1 = b.clone();
+        let alone = s.spawn(move || b1.wait_timeout(Duration::from_millis(20)));
+        assert!(alone.join().unwrap().is_none(), "a lone party was released");
+        // Had the withdrawn party still counted, this lone wait would lead.
+        assert!(
+            b.wait_timeout(Duration::from_millis(20)).is_none(),
+            "the withdrawn party counted"
+        );
+        let b2 = b.clone();
+        let timed = s.spawn(move || b2.wait_timeout(Duration::from_secs(30)));
+        let other = b.wait();
+        let timed = timed
+            .join()
+            .unwrap()
+            .expect("the timed party was not released");
+        assert!(
+            other.is_leader() != timed.is_leader(),
+            "exactly one leader per generation"
+        );
+        s.shutdown();
+    });
+}

@@ -169,3 +169,38 @@ fn done_below_zero_in_a_task_fails_that_task_only() {
     assert_eq!(wg.count(), 0);
     s.shutdown();
 }
+
+/// A timed wait gives up while a job is outstanding, in a task and on a
+/// plain thread, and returns `true` once the count reaches zero.
+#[test]
+fn wait_timeout_gives_up_while_a_job_is_outstanding_and_succeeds_after_done() {
+    use std::time::Duration;
+    within(|| {
+        let s = sched(2);
+        let wg = WaitGroup::new();
+        wg.add(1);
+        let w = wg.clone();
+        let in_task = s.spawn(move || w.wait_timeout(Duration::from_millis(20)));
+        assert!(
+            !in_task.join().unwrap(),
+            "a task's timed wait returned true with a job left"
+        );
+        assert!(
+            !wg.wait_timeout(Duration::from_millis(20)),
+            "a thread's timed wait returned true"
+        );
+        assert_eq!(wg.count(), 1, "giving up changed the count");
+        let w = wg.clone();
+        let waiter = s.spawn(move || w.wait_timeout(Duration::from_secs(30)));
+        wg.done();
+        assert!(
+            waiter.join().unwrap(),
+            "the timed wait missed the last done"
+        );
+        assert!(
+            wg.wait_timeout(Duration::ZERO),
+            "a zero count must not wait"
+        );
+        s.shutdown();
+    });
+}

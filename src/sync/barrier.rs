@@ -14,6 +14,7 @@
 
 use crate::runtime::wait::WaitOn;
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use super::waitqueue::{WaitOptions, WaitQueue, Wakes};
 
@@ -69,26 +70,49 @@ impl Barrier {
 
     /// Waits until all `n` parties of this generation have called `wait`.
     pub fn wait(&self) -> BarrierWaitResult {
+        self.wait_inner(None)
+            .expect("a wait without a deadline cannot time out")
+    }
+
+    /// Like [`wait`](Self::wait), giving up after `timeout`: `None` if the
+    /// time passed before all `n` parties arrived. A party that gives up no
+    /// longer counts for this generation, which still waits for `n`.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<BarrierWaitResult> {
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.wait_deadline(deadline),
+            None => Some(self.wait()),
+        }
+    }
+
+    /// Like [`wait_timeout`](Self::wait_timeout), giving up at `deadline`.
+    pub fn wait_deadline(&self, deadline: Instant) -> Option<BarrierWaitResult> {
+        self.wait_inner(Some(deadline))
+    }
+
+    fn wait_inner(&self, deadline: Option<Instant>) -> Option<BarrierWaitResult> {
         let mut q = self.queue.lock();
         q.arrived += 1;
         if q.arrived < self.n {
+            let mut opts = WaitOptions::on(WaitOn::Barrier);
+            opts.deadline = deadline;
             let r = q.wait(
-                WaitOptions::on(WaitOn::Barrier),
+                opts,
                 || {},
                 |q| {
-                    // Only reached when unwinding: this party no longer counts.
+                    // The deadline passed, or the wait unwinds: this party
+                    // no longer counts. (A leader that came first handed a
+                    // token instead, and the wait returns it.)
                     q.arrived -= 1;
                     Wakes::new()
                 },
             );
-            debug_assert!(r.is_ok(), "a wait without a deadline cannot time out");
-            return BarrierWaitResult(false);
+            return r.ok().map(|_| BarrierWaitResult(false));
         }
         q.arrived = 0;
         let wakes = q.notify_all(RELEASED);
         drop(q);
         wakes.wake();
-        BarrierWaitResult(true)
+        Some(BarrierWaitResult(true))
     }
 }
 

@@ -24,6 +24,7 @@ use crate::runtime::wait::WaitOn;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::waitqueue::{WaitOptions, WaitQueue, Wakes};
 
@@ -132,6 +133,37 @@ impl WaitGroup {
         }
         let r = q.wait(WaitOptions::on(WaitOn::WaitGroup), || {}, |_| Wakes::new());
         debug_assert!(r.is_ok(), "a wait without a deadline cannot time out");
+    }
+
+    /// Like [`wait`](Self::wait), giving up after `timeout`: `true` if the
+    /// count reached zero, `false` if the time passed first (the jobs go on;
+    /// a later `wait` waits for them again).
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.wait_deadline(deadline),
+            None => {
+                self.wait();
+                true
+            }
+        }
+    }
+
+    /// Like [`wait`](Self::wait), giving up at `deadline`: `true` if the
+    /// count reached zero, `false` if the deadline passed first.
+    pub fn wait_deadline(&self, deadline: Instant) -> bool {
+        // Acquire: pairs with the Release of every `done`, as in `wait`.
+        if self.inner.count.load(Ordering::Acquire) == 0 {
+            return true;
+        }
+        let q = self.inner.queue.lock();
+        if self.inner.count.load(Ordering::Acquire) == 0 {
+            return true;
+        }
+        let mut opts = WaitOptions::on(WaitOn::WaitGroup);
+        opts.deadline = Some(deadline);
+        // A token that arrives as the deadline passes still counts: the
+        // queue hands it back instead of timing out.
+        q.wait(opts, || {}, |_| Wakes::new()).is_ok()
     }
 
     /// The number of outstanding jobs right now (a hint: it may change at
