@@ -86,6 +86,7 @@ use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use super::park::Task;
 use crate::error::{contain, JoinError};
@@ -488,6 +489,61 @@ impl<T> JoinHandle<T> {
             }
         }
         inner.take()
+    }
+
+    /// Like [`join`](Self::join), waiting at most `timeout`: `Ok` with the
+    /// task's value or how it failed, or `Err` with this handle back if the
+    /// time passed first (the task goes on; join it again later, or drop
+    /// the handle to detach it).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+    /// let (tx, rx) = gofer::chan::bounded::<()>(0);
+    /// let h = sched.spawn(move || rx.recv().is_ok());
+    /// let h = h.join_timeout(Duration::from_millis(10)).unwrap_err(); // still waiting
+    /// tx.send(()).unwrap();
+    /// assert!(h.join_timeout(Duration::from_secs(60)).ok().unwrap().unwrap());
+    /// sched.shutdown();
+    /// ```
+    pub fn join_timeout(self, timeout: Duration) -> Result<Result<T, JoinError>, JoinHandle<T>> {
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.join_deadline(deadline),
+            None => Ok(self.join()),
+        }
+    }
+
+    /// Like [`join_timeout`](Self::join_timeout), giving up at `deadline`.
+    pub fn join_deadline(self, deadline: Instant) -> Result<Result<T, JoinError>, JoinHandle<T>> {
+        if !self.wait_done_until(deadline) {
+            return Err(self);
+        }
+        Ok(self.slot().take())
+    }
+
+    /// Waits until the task is done or `deadline` passes; returns whether
+    /// it is done. A waiter left registered when the deadline passes is
+    /// taken back (`unregister`); if the completer took it first, its
+    /// unpark comes later and is a spurious wake-up of whatever the caller
+    /// parks on next, which every park allows.
+    fn wait_done_until(&self, deadline: Instant) -> bool {
+        let inner = self.slot();
+        if inner.state.load(Ordering::Acquire) & DONE != 0 {
+            return true;
+        }
+        if inner.register(Waiter::Park(super::park::current())) {
+            return true;
+        }
+        let on = WaitOn::Join(self.id().as_u64());
+        // Acquire: pairs with the completer's fetch_or(DONE), for the result.
+        while inner.state.load(Ordering::Acquire) & DONE == 0 {
+            if Instant::now() >= deadline {
+                inner.unregister();
+                return inner.state.load(Ordering::Acquire) & DONE != 0;
+            }
+            super::park::park_deadline_on(deadline, on);
+        }
+        true
     }
 
     /// Whether the task has finished (its result is ready for `join`).
