@@ -23,10 +23,7 @@ fn a_join_that_times_out_hands_the_handle_back_and_a_later_join_gets_the_value()
     assert!(t.elapsed() >= Duration::from_millis(30), "gave up early");
     assert!(!h.is_finished());
     tx.send(21).unwrap();
-    let v = h
-        .join_timeout(Duration::from_secs(60))
-        .ok()
-        .expect("timed out");
+    let v = h.join_timeout(Duration::from_secs(60)).expect("timed out");
     assert_eq!(v.unwrap(), 42);
     s.shutdown();
 }
@@ -39,11 +36,9 @@ fn a_task_joining_with_a_timeout_parks_and_gives_up() {
     let outer = s.spawn(move || {
         let h = inner
             .join_timeout(Duration::from_millis(20))
-            .err()
-            .expect("joined early");
+            .expect_err("joined early");
         tx.send(()).unwrap();
         h.join_deadline(Instant::now() + Duration::from_secs(60))
-            .ok()
             .expect("timed out")
     });
     assert!(outer.join().unwrap().unwrap());
@@ -64,10 +59,12 @@ fn finished_and_failed_tasks_answer_at_once() {
         );
         std::thread::yield_now();
     }
-    assert_eq!(ok.join_timeout(Duration::ZERO).ok().unwrap().unwrap(), 7);
+    assert_eq!(
+        ok.join_timeout(Duration::ZERO).expect("timed out").unwrap(),
+        7
+    );
     let e = failed
         .join_timeout(Duration::ZERO)
-        .ok()
         .expect("a finished task timed out");
     assert!(e.is_err(), "a panicked task joined Ok");
     s.shutdown();

@@ -503,7 +503,7 @@ impl<T> JoinHandle<T> {
     /// let h = sched.spawn(move || rx.recv().is_ok());
     /// let h = h.join_timeout(Duration::from_millis(10)).unwrap_err(); // still waiting
     /// tx.send(()).unwrap();
-    /// assert!(h.join_timeout(Duration::from_secs(60)).ok().unwrap().unwrap());
+    /// assert!(h.join_timeout(Duration::from_secs(60)).expect("timed out").unwrap());
     /// sched.shutdown();
     /// ```
     pub fn join_timeout(self, timeout: Duration) -> Result<Result<T, JoinError>, JoinHandle<T>> {
