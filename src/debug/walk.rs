@@ -285,7 +285,7 @@ pub(crate) fn trim(frames: &[Symbol]) -> &[Symbol] {
 
 #[cfg(test)]
 mod tests {
-    use super::{trim, Symbol};
+    use crate::debug::walk::{trim, Symbol};
 
     fn frames(names: &[&str]) -> Vec<Symbol> {
         names

@@ -25,7 +25,8 @@
 
 use libc::{c_char, c_int, c_uint, c_void, iovec, mode_t, off64_t, off_t, size_t, ssize_t};
 
-use super::offload::{offload, offloads, on_file};
+use super::guard::may_park;
+use super::offload::{offload, on_file};
 use super::real;
 
 macro_rules! file_calls {
@@ -80,7 +81,7 @@ file_calls! {
 /// may name a file on a slow disk, a FIFO that waits for its other end, a
 /// device), in place anywhere else.
 fn opening(call: impl FnOnce() -> c_int) -> c_int {
-    if offloads() {
+    if may_park() {
         offload(call)
     } else {
         call()

@@ -72,7 +72,7 @@ use std::time::{Duration, Instant};
 
 use libc::{c_int, c_long, timespec};
 
-use super::guard::{bypass, guarded, in_task, set_errno};
+use super::guard::{guarded, may_park, set_errno};
 use super::owned;
 use super::real;
 use crate::runtime::context;
@@ -213,18 +213,6 @@ fn command(op: c_int) -> c_int {
     op & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME)
 }
 
-/// Whether a task may wait in the table here: in a task, outside the
-/// hooks' own code, in the process that made the scheduler, and not while
-/// the thread panics. std keeps its panic state per thread: a task parked
-/// inside the panic hook (waiting for std's backtrace lock, say) would let
-/// the next task of the thread panic "while processing a panic", which
-/// aborts. So from a panic on until its unwinding ends, a futex wait blocks
-/// the thread, as without the hook.
-#[inline(never)] // reads thread-locals: never inlined into a path that switches
-fn parks_task() -> bool {
-    !bypass() && in_task() && !std::thread::panicking()
-}
-
 /// `syscall(SYS_futex, uaddr, op, val, timeout, uaddr2, val3)`, hooked.
 ///
 /// # Safety
@@ -259,7 +247,7 @@ pub(super) unsafe fn futex(
     }
     match command(op) {
         libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET
-            if aligned && parks_task() && !guarded(|| owned::thread_owned(uaddr as usize)) =>
+            if aligned && may_park() && !guarded(|| owned::thread_owned(uaddr as usize)) =>
         {
             let bitset = if command(op) == libc::FUTEX_WAIT {
                 u32::MAX

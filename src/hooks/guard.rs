@@ -89,6 +89,20 @@ pub(super) fn in_task() -> bool {
     context::current_task_ptr().is_some()
 }
 
+/// Whether a hook may park the calling task for a wait of its own (a futex
+/// wait in the table, a call handed to the blocking pool): inside a task,
+/// outside the hooks' own runtime code, not in a forked child, and not
+/// while the thread panics. std keeps its panic state per thread: a task
+/// parked inside the panic hook (waiting for std's backtrace lock, or
+/// reading the executable for the backtrace) would let the next task of
+/// the thread panic "while processing a panic", which aborts. So from a
+/// panic on until its unwinding ends, these calls block the thread, as
+/// without the hooks.
+#[inline(never)] // reads thread-locals: never inlined into a path that switches
+pub(super) fn may_park() -> bool {
+    !bypass() && in_task() && !std::thread::panicking()
+}
+
 /// Registers the fork handler, once per process (when the first scheduler
 /// is built).
 pub(super) fn register_fork_handler() {

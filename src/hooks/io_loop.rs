@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use libc::{c_int, c_ulong, iovec, msghdr, socklen_t, ssize_t};
 
 use super::fdctx::{self, FdCtx, FILE, HOOKED, KNOWN, SOCKET, USER_NONBLOCK};
-use super::guard::{bypass, errno, guarded, in_task, is_stdio, set_errno};
+use super::guard::{bypass, errno, guarded, in_task, is_stdio, may_park, set_errno};
 use super::offload::offload;
 use super::real;
 use crate::runtime::io::{poll_fd, Interest, Registration};
@@ -66,8 +66,9 @@ pub(super) fn route(fd: c_int) -> Route {
         return Route::Closed;
     }
     if st & FILE != 0 {
-        // Offloaded, but never while the thread panics (`offloads`).
-        if std::thread::panicking() {
+        // Offloaded when the task may park (`guard::may_park`: not while
+        // the thread panics).
+        if !may_park() {
             return Route::Pass;
         }
         return Route::Offload;

@@ -388,6 +388,10 @@ mod tests {
         n: usize,
     }
 
+    /// Sends the probe's number.
+    ///
+    /// # Safety
+    /// `p` points at a live `Probe`.
     unsafe fn send(p: *const ()) {
         // SAFETY: the tests pass a `Probe` that outlives the job.
         let p = unsafe { &*(p as *const Probe) };

@@ -15,8 +15,11 @@
 //! either: `parking_lot` keeps one waiting record per thread (and
 //! `std::thread::park` one parker per thread), so a runtime lock contended
 //! on a thread whose task waits in a `parking_lot` lock would relink that
-//! record, and a Processer sleeping in `std::thread::park` would consume
-//! the wake-ups of a task waiting in `std::thread::park` (std's `mpsc`).
+//! record, and a Processer sleeping in `std::thread::park` would share its
+//! parker with the tasks of its thread. (The hooks also keep tasks off
+//! those per-thread records: a wait on one blocks the thread,
+//! `hooks/owned.rs`. These types do not rely on that: gofer's own waits
+//! reach the kernel whatever the hooks decide.)
 //! So with `hooks` these types are small futex locks of their own that call
 //! the kernel's futex directly (`hooks::kernel_futex`, not the hooked
 //! `syscall` symbol): a contended runtime lock blocks the thread for the
@@ -228,6 +231,8 @@ mod futex_locks {
                 .is_ok()
         }
 
+        /// # Safety
+        /// `lock_api`'s contract: the caller holds the lock.
         #[inline]
         unsafe fn unlock(&self) {
             // Release: pairs with the Acquire of the next locker.
@@ -364,6 +369,8 @@ mod futex_locks {
                     .is_ok()
         }
 
+        /// # Safety
+        /// `lock_api`'s contract: the caller holds a shared lock.
         #[inline]
         unsafe fn unlock_shared(&self) {
             let now = self.state.fetch_sub(1, Ordering::Release) - 1;
@@ -392,6 +399,8 @@ mod futex_locks {
                     .is_ok()
         }
 
+        /// # Safety
+        /// `lock_api`'s contract: the caller holds the exclusive lock.
         #[inline]
         unsafe fn unlock_exclusive(&self) {
             let now = self.state.fetch_and(!WRITER, Ordering::Release) & !WRITER;
