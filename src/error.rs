@@ -364,6 +364,8 @@ enum JoinErrorRepr {
     /// the error is `Sync` with no `unsafe`.
     Panic(std::sync::Mutex<Box<dyn Any + Send + 'static>>),
     StackExhausted(std::io::Error),
+    /// The task was cancelled, and unwound (or never ran).
+    Cancelled,
 }
 
 /// The payload out of its mutex. Nothing panics while holding the lock (a
@@ -390,6 +392,18 @@ impl JoinError {
         }
     }
 
+    pub(crate) fn cancelled() -> JoinError {
+        JoinError {
+            repr: JoinErrorRepr::Cancelled,
+        }
+    }
+
+    /// Whether the task was cancelled ([`JoinHandle::cancel`](crate::JoinHandle::cancel)):
+    /// it unwound from a wait, or never ran.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.repr, JoinErrorRepr::Cancelled)
+    }
+
     pub(crate) fn stack_exhausted(e: std::io::Error) -> JoinError {
         JoinError {
             repr: JoinErrorRepr::StackExhausted(e),
@@ -414,7 +428,7 @@ impl JoinError {
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         match self.repr {
             JoinErrorRepr::Panic(p) => unlock(p),
-            JoinErrorRepr::StackExhausted(_) => {
+            JoinErrorRepr::StackExhausted(_) | JoinErrorRepr::Cancelled => {
                 panic!("JoinError::into_panic called on a non-panic error: {self}")
             }
         }
@@ -462,6 +476,7 @@ impl fmt::Debug for JoinError {
             JoinErrorRepr::StackExhausted(e) => {
                 f.debug_tuple("JoinError::StackExhausted").field(e).finish()
             }
+            JoinErrorRepr::Cancelled => f.write_str("JoinError::Cancelled"),
         }
     }
 }
@@ -478,6 +493,7 @@ impl fmt::Display for JoinError {
                 "task never ran: no stack could be allocated for it ({e}); \
                  guarded stacks are capped by vm.max_map_count"
             ),
+            JoinErrorRepr::Cancelled => f.write_str("task was cancelled"),
         }
     }
 }

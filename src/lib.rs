@@ -96,7 +96,7 @@ pub mod io; // waiting for any descriptor through the reactor
 pub mod net; // sockets shaped like std::net
 mod runtime; // Scheduler, Processers, Dispatcher, task header, timers
 pub mod sync;
-mod task; // the task API: spawn, join, park, coroutine-locals
+pub mod task; // the task API: spawn, join, park, coroutine-locals
 mod time; // sleep and user timers
 
 pub use coroutine::stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};

@@ -69,6 +69,7 @@
 //! dropped too (outside the lock): nobody can receive them any more.
 
 use crate::runtime::wait::WaitOn;
+use crate::task::cancel;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -449,7 +450,7 @@ impl<T> Chan<T> {
             // below.
             unsafe { st.register_sender(&node, &waiter, 0) };
             drop(st);
-            match waiter.wait(deadline) {
+            match waiter.wait_cancellable(deadline) {
                 // Claimed: the value was taken (slot empty), or the channel
                 // disconnected and left it in the slot.
                 Outcome::Done(_) => {
@@ -460,7 +461,11 @@ impl<T> Chan<T> {
                 }
                 Outcome::Aborted => {
                     self.lock().unregister_sender(&node);
-                    return Err((node.take().expect("an aborted send keeps its value"), true));
+                    let v = node.take().expect("an aborted send keeps its value");
+                    // Unlinked: a cancelled task unwinds here (the value
+                    // is dropped on the way).
+                    cancel::checkpoint();
+                    return Err((v, true));
                 }
                 // Released untouched (no peer does this to a send today):
                 // start over with the value.
@@ -500,12 +505,14 @@ impl<T> Chan<T> {
             if let Some(p) = probe {
                 p.finish();
             }
-            match waiter.wait(deadline) {
+            match waiter.wait_cancellable(deadline) {
                 // Claimed: a sender filled the slot, or the channel
                 // disconnected.
                 Outcome::Done(_) => return node.take().ok_or(false),
                 Outcome::Aborted => {
                     self.lock().unregister_receiver(&node);
+                    // Unlinked: a cancelled task unwinds here.
+                    cancel::checkpoint();
                     return Err(true);
                 }
                 // A `Select` send reserved us, then gave up: start over.
@@ -536,9 +543,13 @@ impl<T> Chan<T> {
             if let Some(p) = probe {
                 p.finish();
             }
-            match waiter.wait(wake_at) {
+            match waiter.wait_cancellable(wake_at) {
                 Outcome::Done(_) => return node.take().ok_or(false),
-                Outcome::Aborted => self.lock().unregister_receiver(&node),
+                Outcome::Aborted => {
+                    self.lock().unregister_receiver(&node);
+                    // Unlinked: a cancelled task unwinds here.
+                    cancel::checkpoint();
+                }
                 Outcome::Retry => {}
             }
             st = self.lock();

@@ -371,6 +371,20 @@ impl Waiter {
     /// wake-ups (stale park tokens) by re-reading the state.
     #[inline(always)]
     pub(crate) fn wait(&self, deadline: Option<Instant>) -> Outcome {
+        self.wait_as(deadline, false)
+    }
+
+    /// [`wait`](Self::wait) that also gives up, as at a deadline, when the
+    /// task is cancelled (`task/cancel.rs`): `Aborted` then means "deadline
+    /// passed or cancelled", and the caller unlinks its nodes and calls
+    /// `cancel::checkpoint`, which unwinds.
+    #[inline(always)]
+    pub(crate) fn wait_cancellable(&self, deadline: Option<Instant>) -> Outcome {
+        self.wait_as(deadline, true)
+    }
+
+    #[inline(always)]
+    fn wait_as(&self, deadline: Option<Instant>, cancellable: bool) -> Outcome {
         let backoff = Backoff::new();
         loop {
             // Acquire: pairs with the Release `DONE` store in
@@ -394,6 +408,13 @@ impl Waiter {
                 }
                 ABORTED => return Outcome::Aborted,
                 RETRY => return Outcome::Retry,
+                // Cancelled: take the operation back unless a peer claimed
+                // it first (then wait for DONE: its value is not lost).
+                _ if cancellable && crate::task::cancel::interrupted() => {
+                    if self.try_abort() {
+                        return Outcome::Aborted;
+                    }
+                }
                 _ => match deadline {
                     None => self.park(),
                     Some(d) => {

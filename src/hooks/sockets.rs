@@ -97,7 +97,11 @@ pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, al: socklen_t) -
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     return fail(Stop::TimedOut) as c_int;
                 }
-                crate::time::sleep::sleep(backoff);
+                {
+                    // No unwind out of a hooked call (`task/cancel.rs`).
+                    let _mask = crate::task::cancel::Mask::new();
+                    crate::time::sleep::sleep(backoff);
+                }
                 backoff = (backoff * 2).min(UNIX_RETRY_MAX);
                 if ctx.generation_now() != gen {
                     return fail(Stop::Closed) as c_int;

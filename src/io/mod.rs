@@ -59,5 +59,5 @@ fn wait(fd: RawFd, interest: Interest, timeout: Option<Duration>) -> io::Result<
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     // A descriptor that is always ready must not keep the thread either.
     coop::spend();
-    wait_once(fd, interest, deadline)
+    wait_once(fd, interest, deadline, true)
 }

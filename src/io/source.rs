@@ -248,7 +248,7 @@ impl<T: AsFd> Source<T> {
             let seen = self.reg.get().map(|r| r.readiness(interest));
             if let (Some(r), Some(ev)) = (self.reg.get(), seen) {
                 if !waited && !ev.is_ready() && !self.is_nonblocking() {
-                    r.wait(interest, deadline).map_err(expired)?;
+                    r.wait_cancellable(interest, deadline).map_err(expired)?;
                     coop::refill();
                     waited = true;
                     continue;
@@ -306,7 +306,7 @@ impl<T: AsFd> Source<T> {
     pub(crate) fn wait(&self, interest: Interest, timeout: Option<Duration>) -> io::Result<()> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         match self.reg.get() {
-            Some(r) => r.wait(interest, deadline),
+            Some(r) => r.wait_cancellable(interest, deadline),
             None => self.wait_first(interest, deadline),
         }
     }
@@ -339,7 +339,7 @@ impl<T: AsFd> Source<T> {
                 },
             }
         };
-        reg.wait(interest, deadline)
+        reg.wait_cancellable(interest, deadline)
     }
 }
 

@@ -245,6 +245,12 @@ impl ProcLocal {
 
     /// Runs one task until it switches out, then files it.
     pub(super) fn run_task(&self, mut t: Runnable) {
+        if t.run().fresh && t.header().cancel_requested() {
+            // Cancelled before it started: it never runs. Its closure is
+            // dropped here, on this thread (it is `Send`).
+            self.fail_fresh(t, JoinError::cancelled());
+            return;
+        }
         if t.run().fresh {
             match self.place_fresh(t) {
                 Some(here) => t = here,
@@ -286,12 +292,8 @@ impl ProcLocal {
                     ctx
                 }
                 Err(e) => {
-                    // The task can never run: fail its join handle. That
-                    // drops the user's closure here: contain its panic.
-                    self.sched.completed.fetch_add(1, Ordering::Relaxed);
-                    t.header().phase.store(task::PHASE_DONE, Ordering::Relaxed);
-                    contain("a task's closure", || t.fail(JoinError::stack_exhausted(e)));
-                    self.finish(t);
+                    // The task can never run: fail its join handle.
+                    self.fail_fresh(t, JoinError::stack_exhausted(e));
                     return;
                 }
             },
@@ -323,6 +325,20 @@ impl ProcLocal {
         self.current.set(std::ptr::null());
         self.p.running.store(false, Ordering::Relaxed);
         self.file(t, ctx, why);
+    }
+
+    /// Completes a task that never started with `e`. That drops the user's
+    /// closure here: its panic is contained.
+    fn fail_fresh(&self, mut t: Runnable, e: JoinError) {
+        if t.header().user_pin.is_none() && t.header().pin() == Some(self.p.index) {
+            // Placed here by another Processer (`place_fresh`), and never
+            // bound: no longer waiting in our pinned queue.
+            self.p.placed.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.sched.completed.fetch_add(1, Ordering::Relaxed);
+        t.header().phase.store(task::PHASE_DONE, Ordering::Relaxed);
+        contain("a task's closure", || t.fail(e));
+        self.finish(t);
     }
 
     /// Files a task that switched out, with its saved context `ctx`: the

@@ -42,7 +42,7 @@ use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::Deref;
 use std::panic::Location;
 use std::ptr::NonNull;
-use std::sync::atomic::{self, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{self, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use context::Context;
@@ -249,6 +249,15 @@ pub(crate) struct TaskHeader {
     /// Where the task sits in its scheduler's registry of live tasks (see
     /// `live.rs`); guarded by the execution right.
     live: UnsafeCell<live::Entry>,
+    /// The task was asked to stop (`task/cancel.rs`). Set once, by
+    /// `cancel::request`, before the wake-up that makes the task look at it
+    /// (Release, paired with the Acquire of the task's park: see
+    /// "A wake-up that races the cancellation" there); never cleared.
+    pub(crate) cancel: AtomicBool,
+    /// How many `cancel::Mask`s the task holds: while non-zero its waits do
+    /// not observe the cancellation (a condvar's relock, a hooked call).
+    /// Touched only by the task itself, so Relaxed.
+    pub(crate) cancel_mask: AtomicU32,
 }
 
 // SAFETY: the non-Sync fields are `run` and `locals` (UnsafeCell). `run` is
@@ -305,6 +314,8 @@ impl TaskHeader {
             phase: AtomicU8::new(PHASE_NEW),
             wait: UnsafeCell::new(MaybeUninit::uninit()),
             live: UnsafeCell::new(live::Entry::NONE),
+            cancel: AtomicBool::new(false),
+            cancel_mask: AtomicU32::new(0),
         }
     }
 
@@ -339,6 +350,14 @@ impl TaskHeader {
     pub(crate) fn set_runtime_pin(&self, to: Option<usize>) {
         debug_assert!(self.user_pin.is_none());
         self.pin.store(to.unwrap_or(NO_PIN), Ordering::Relaxed);
+    }
+
+    /// Whether the task was asked to stop (`task/cancel.rs`).
+    #[inline]
+    pub(crate) fn cancel_requested(&self) -> bool {
+        // Acquire: pairs with the requester's swap, for a task that looks
+        // while it runs (`is_cancelled`) rather than after a wake-up.
+        self.cancel.load(Ordering::Acquire)
     }
 
     /// How reports name the task: `task 17 'reader'`.

@@ -25,8 +25,9 @@ use crate::runtime::wait::WaitOn;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::mutex::MutexGuard;
+use super::mutex::{MutexGuard, RawMutex};
 use super::waitqueue::{WaitOptions, WaitQueue, Wakes};
+use crate::task::cancel;
 
 /// The wait-queue token: "you were notified".
 const NOTIFIED: usize = 1;
@@ -118,11 +119,15 @@ impl Condvar {
         };
         // Link first, then unlock the mutex (module docs). The guard stays
         // borrowed, so its holder cannot touch the data while unlocked.
+        // The mutex is locked again on the way out, an unwind from the wait
+        // included (a cancelled task, `task/cancel.rs`): the guard's holder
+        // unlocks it.
+        let relock = Relock(raw);
         let r = self
             .queue
             .lock()
             .wait(opts, || raw.unlock(), |_| Wakes::new());
-        raw.lock();
+        drop(relock);
         r.is_err()
     }
 
@@ -144,6 +149,19 @@ impl Condvar {
         let n = wakes.len();
         wakes.wake();
         n
+    }
+}
+
+/// Locks the mutex of a condvar wait when dropped: on return, and on an
+/// unwind out of the wait. That lock does not observe a cancellation: an
+/// unwind out of it would leave the mutex unlocked under a guard that
+/// unlocks it.
+struct Relock<'a>(&'a RawMutex);
+
+impl Drop for Relock<'_> {
+    fn drop(&mut self) {
+        let _mask = cancel::Mask::new();
+        self.0.lock();
     }
 }
 

@@ -69,6 +69,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use crate::task::cancel;
 use crate::task::park::{self, Task};
 
 /// The state of a node no notifier has reached yet. Tokens are non-zero.
@@ -355,7 +356,9 @@ impl<'a, T> QueueGuard<'a, T> {
     /// unlinked, `on_cancel` runs under the lock (to fix up the primitive's
     /// state now that this waiter is gone; its [`Wakes`] are woken after the
     /// lock is released), and `Err(TimedOut)` is returned. The same cleanup
-    /// runs if the wait unwinds.
+    /// runs if the wait unwinds. A cancelled task leaves the same way, then
+    /// unwinds from here (`task/cancel.rs`): callers keep their own state
+    /// right on an unwind.
     pub(crate) fn wait<A, C>(
         mut self,
         opts: WaitOptions,
@@ -385,6 +388,16 @@ impl<'a, T> QueueGuard<'a, T> {
             if let Some(t) = node.token() {
                 enrolled.on_cancel = None;
                 return Ok(t);
+            }
+            if cancel::interrupted() {
+                // The task was cancelled: leave as a timed-out waiter does
+                // (a token that came first is kept, and returned), then
+                // unwind with nothing of this wait linked (`task/cancel.rs`).
+                let r = enrolled.cancel();
+                if r.is_err() {
+                    cancel::unwind();
+                }
+                return r;
             }
             match opts.deadline {
                 None => park::park_on(opts.on),

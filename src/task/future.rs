@@ -138,6 +138,9 @@ impl Wake for ThreadWaker {
 /// Use gofer's own [`sleep`](crate::sleep) and timers inside tasks rather
 /// than an async timer.
 ///
+/// A cancelled task unwinds between two polls, dropping the future
+/// ([`JoinHandle::cancel`](crate::JoinHandle::cancel)).
+///
 /// # Panics
 /// If the future panics: the panic continues from here.
 pub fn block_on_future<F: IntoFuture>(future: F) -> F::Output {
@@ -150,6 +153,9 @@ pub fn block_on_future<F: IntoFuture>(future: F) -> F::Output {
                 if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
                     return v;
                 }
+                // Cancelled: the unwind drops the future (its wakers are
+                // handles, nothing points at this stack).
+                super::cancel::checkpoint();
                 park::park_or_yield(&task);
             }
         }

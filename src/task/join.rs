@@ -337,7 +337,14 @@ where
         let Some(f) = (unsafe { (*cell.f.get()).take() }) else {
             return;
         };
-        let r = catch_unwind(AssertUnwindSafe(f)).map_err(JoinError::panic);
+        // A cancellation's unwind ends here too, as the cancelled error.
+        let r = catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+            if super::cancel::is_cancel_payload(p.as_ref()) {
+                JoinError::cancelled()
+            } else {
+                JoinError::panic(p)
+            }
+        });
         // Coroutine-local values die with the task, before the joiner wakes.
         if let Err(p) = catch_unwind(super::locals::clear_current) {
             if let Some(m) = crate::error::panic_message(p.as_ref()) {
@@ -359,7 +366,9 @@ where
         let f = unsafe { (*cell.f.get()).take() };
         let label = cell.head.header.label();
         // A panicking destructor must not keep the error from the joiner.
-        contain(format_args!("the closure of {label}"), move || drop(f));
+        super::cancel::dropping_unrun(e.is_cancelled(), || {
+            contain(format_args!("the closure of {label}"), move || drop(f));
+        });
         cell.head.join.complete(Err(e), label);
     }
 
@@ -485,6 +494,10 @@ impl<T> JoinHandle<T> {
             // Park until DONE: park may wake spuriously, hence the loop.
             let on = WaitOn::Join(self.id().as_u64());
             while inner.state.load(Ordering::Acquire) & DONE == 0 {
+                // Cancelled: unwind. The registered waiter is a handle in
+                // the task's cell, not on this stack; `self`'s drop takes
+                // it back as the unwind passes.
+                super::cancel::checkpoint();
                 super::park::park_on(on);
             }
         }
@@ -541,9 +554,37 @@ impl<T> JoinHandle<T> {
                 inner.unregister();
                 return inner.state.load(Ordering::Acquire) & DONE != 0;
             }
+            // As in `join`: nothing of this wait is on the stack.
+            super::cancel::checkpoint();
             super::park::park_deadline_on(deadline, on);
         }
         true
+    }
+
+    /// Asks the task to stop (see [`gofer::task::is_cancelled`] and the
+    /// list of the waits that observe it there).
+    ///
+    /// A task parked in a cancellable wait (a channel, a lock, a socket, a
+    /// sleep, a join) withdraws from it and unwinds: its destructors run,
+    /// and [`join`](Self::join) gives an error for which
+    /// [`JoinError::is_cancelled`] is true. A running task unwinds at its
+    /// next cancellable wait (or [`yield_now`](crate::yield_now)); one that
+    /// has not started never runs. A task that finishes first keeps its
+    /// result. Does not wait; returns at once. Cancelling again does
+    /// nothing more.
+    ///
+    /// ```
+    /// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+    /// let (_tx, rx) = gofer::chan::bounded::<()>(0);
+    /// let h = sched.spawn(move || rx.recv()); // waits for ever
+    /// h.cancel();
+    /// assert!(h.join().unwrap_err().is_cancelled());
+    /// sched.shutdown();
+    /// ```
+    ///
+    /// [`gofer::task::is_cancelled`]: crate::task::is_cancelled
+    pub fn cancel(&self) {
+        super::cancel::request(&self.task);
     }
 
     /// Whether the task has finished (its result is ready for `join`).

@@ -3,13 +3,20 @@
 //! waking (`park`, `Task::unpark`, `yield_now`), coroutine-local values,
 //! futures (`block_on_future`, the task's waker; `JoinHandle` is one), and
 //! scoped tasks that borrow from their caller (`scope`, `Scheduler::scope`),
-//! and blocking calls made on the blocking pool (`unblock`).
+//! blocking calls made on the blocking pool (`unblock`), cancellation
+//! ([`is_cancelled`], `JoinHandle::cancel`, `task/cancel.rs`) and sets of
+//! tasks joined in completion order ([`JoinSet`]).
 
 pub(crate) mod builder;
+pub(crate) mod cancel;
 pub(crate) mod future;
 pub(crate) mod join;
+pub(crate) mod joinset;
 pub(crate) mod locals;
 pub(crate) mod park;
 pub(crate) mod scope;
 pub(crate) mod spawn;
 pub(crate) mod unblock;
+
+pub use cancel::is_cancelled;
+pub use joinset::JoinSet;

@@ -123,7 +123,14 @@ pub fn current() -> Task {
 /// Blocks the current task (or thread) until it is unparked.
 ///
 /// May return spuriously; see the module docs.
+///
+/// In a cancelled task ([`JoinHandle::cancel`](crate::JoinHandle::cancel))
+/// it unwinds instead of parking, and a task parked here when it is
+/// cancelled returns (a spurious wake-up) to unwind at its next call. State
+/// that points at the task's stack (a waiter node of the caller's own)
+/// must be withdrawn by a destructor, as for any panic.
 pub fn park() {
+    super::cancel::checkpoint();
     park_on(WaitOn::Park);
 }
 
@@ -149,8 +156,10 @@ pub(crate) fn park_on(on: WaitOn) {
 /// Like [`park`], but returns after `timeout` at the latest.
 ///
 /// Inside a task the timeout is served by the scheduler's timer (the thread
-/// is free meanwhile). May return spuriously.
+/// is free meanwhile). May return spuriously. Observes cancellation as
+/// [`park`] does.
 pub fn park_timeout(timeout: Duration) {
+    super::cancel::checkpoint();
     match Instant::now().checked_add(timeout) {
         Some(deadline) => park_deadline(deadline),
         None => park(),
@@ -200,9 +209,14 @@ pub(crate) fn park_or_yield(h: &TaskHeader) {
 
 /// Lets other tasks run: the current task goes to the back of its
 /// Processer's queue. Outside a task, yields the thread.
+///
+/// A cancelled task unwinds from it once it runs again
+/// ([`JoinHandle::cancel`](crate::JoinHandle::cancel)): a loop that only
+/// yields is cancellable.
 pub fn yield_now() {
     if context::current_task_ptr().is_some() {
         switch_out(Suspend::Yield);
+        super::cancel::checkpoint();
     } else {
         std::thread::yield_now();
     }

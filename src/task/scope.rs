@@ -59,6 +59,7 @@ use crate::error::{contain, JoinError, SpawnError};
 use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::TaskId;
+use crate::runtime::wait::WaitOn;
 
 /// Runs `f` with a [`Scope`] on which it can spawn tasks that borrow from
 /// the caller, and returns `f`'s value once every task spawned in the
@@ -160,8 +161,11 @@ where
     let result = catch_unwind(AssertUnwindSafe(|| f(&scope)));
     // Acquire: pairs with each task's Release decrement, so that what the
     // tasks did (their panic counts included) is visible once it is zero.
+    // Not a cancellable wait (`task/cancel.rs`): the tasks borrow from
+    // this frame, so the owner waits for them even when it is cancelled,
+    // and unwinds after (re-raising the unwind it caught from `f`).
     while scope.data.running.load(Ordering::Acquire) != 0 {
-        park::park();
+        park::park_on(WaitOn::Park);
     }
     match result {
         Err(payload) => resume_unwind(payload),
@@ -416,7 +420,10 @@ where
         let r = catch_unwind(AssertUnwindSafe(f));
         let done = &mut self.done;
         let packet = done.packet.as_ref().expect("the packet lives until done");
-        if r.is_err() {
+        // A cancellation is no panic: the scope does not re-raise it.
+        if r.as_ref()
+            .is_err_and(|p| !super::cancel::is_cancel_payload(p.as_ref()))
+        {
             // Before DONE, so a joiner that takes the panic back finds it.
             done.scope.panicked.fetch_add(1, Ordering::Relaxed);
         }
@@ -449,10 +456,11 @@ struct Done<T> {
 
 impl<T> Drop for Done<T> {
     fn drop(&mut self) {
-        if !self.stored {
+        if !self.stored && !super::cancel::dropping_cancelled() {
             // Never ran: counted like a panic, until a join returns it.
             // Before the runtime completes the task (it drops the closure
-            // first), so a joiner sees the count.
+            // first), so a joiner sees the count. A task cancelled before
+            // it started is not counted: a cancellation is no failure.
             self.scope.failed.fetch_add(1, Ordering::Relaxed);
         }
         // The packet holds no result now (the handle has it, or the task
@@ -513,6 +521,9 @@ impl<T> ScopedJoinHandle<'_, T> {
             // when `packet` drops, after this), so the cell is ours.
             match unsafe { packet.packet.take() } {
                 Some(Ok(v)) => return Ok(v),
+                Some(Err(p)) if super::cancel::is_cancel_payload(p.as_ref()) => {
+                    return Err(JoinError::cancelled());
+                }
                 Some(Err(p)) => {
                     packet.scope.panicked.fetch_sub(1, Ordering::Relaxed);
                     return Err(JoinError::panic(p));
@@ -521,12 +532,22 @@ impl<T> ScopedJoinHandle<'_, T> {
             }
         }
         // No result: the task never ran, and its closure was dropped (which
-        // counted it as failed) before the runtime completed it.
-        packet.scope.failed.fetch_sub(1, Ordering::Relaxed);
+        // counted it as failed, unless it was cancelled) before the runtime
+        // completed it.
         match ran {
-            Err(e) => Err(e),
+            Err(e) if e.is_cancelled() => Err(e),
+            Err(e) => {
+                packet.scope.failed.fetch_sub(1, Ordering::Relaxed);
+                Err(e)
+            }
             Ok(()) => unreachable!("gofer: a scoped task finished without its result"),
         }
+    }
+
+    /// Asks the task to stop, as [`JoinHandle::cancel`] does; the scope
+    /// still waits for it to unwind.
+    pub fn cancel(&self) {
+        self.task.cancel();
     }
 
     /// Whether the task has finished (its result is ready for

@@ -6,19 +6,29 @@ use std::time::{Duration, Instant};
 use crate::runtime::wait::WaitOn;
 
 /// Sleeps the current task (or thread, outside a task) for `d`.
+///
+/// A cancelled task unwinds from the sleep
+/// ([`JoinHandle::cancel`](crate::JoinHandle::cancel)).
 pub fn sleep(d: Duration) {
     match Instant::now().checked_add(d) {
         Some(deadline) => sleep_until(deadline),
         None => loop {
+            crate::task::cancel::checkpoint();
             crate::task::park::park_on(WaitOn::Sleep);
         },
     }
 }
 
 /// Sleeps the current task (or thread) until `deadline`.
+///
+/// A cancelled task unwinds from the sleep
+/// ([`JoinHandle::cancel`](crate::JoinHandle::cancel)).
 pub fn sleep_until(deadline: Instant) {
-    // park_deadline may return early (a stray unpark); loop until due.
+    // park_deadline may return early (a stray unpark); loop until due. The
+    // timer entry of each park is gone when it returns, so a cancelled task
+    // may unwind between two.
     while Instant::now() < deadline {
+        crate::task::cancel::checkpoint();
         crate::task::park::park_deadline_on(deadline, WaitOn::Sleep);
     }
 }

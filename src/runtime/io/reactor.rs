@@ -261,15 +261,35 @@ impl Registration {
     /// task elsewhere) waits through its own scheduler's reactor, on a
     /// duplicate of the descriptor ([`wait_once`]): this reactor may have
     /// nobody left to poll it, its scheduler having shut down.
+    #[cfg(feature = "hooks")]
     pub(crate) fn wait(&self, interest: Interest, deadline: Option<Instant>) -> io::Result<()> {
+        self.wait_as(interest, deadline, false)
+    }
+
+    /// [`wait`](Self::wait) for gofer's own sockets: a cancelled task
+    /// unwinds from it (`task/cancel.rs`). The hooks use `wait`.
+    pub(crate) fn wait_cancellable(
+        &self,
+        interest: Interest,
+        deadline: Option<Instant>,
+    ) -> io::Result<()> {
+        self.wait_as(interest, deadline, true)
+    }
+
+    fn wait_as(
+        &self,
+        interest: Interest,
+        deadline: Option<Instant>,
+        cancellable: bool,
+    ) -> io::Result<()> {
         let Some(task) = context::current_task() else {
             return poll_fd(self.fd, interest, deadline);
         };
         if !self.is_home(&task) {
-            return wait_once(self.fd, interest, deadline);
+            return wait_once(self.fd, interest, deadline, cancellable);
         }
         self.state
-            .wait(&task, interest, deadline, self.fd)
+            .wait(&task, interest, deadline, self.fd, cancellable)
             .map_err(|TimedOut| io::ErrorKind::TimedOut.into())
     }
 
@@ -292,10 +312,13 @@ impl Registration {
 /// (`dup`, two `epoll_ctl` calls and a `close`). The duplicate lets any
 /// number of such waits, and a socket's own registration, share one
 /// descriptor: epoll takes each descriptor number only once.
+/// With `cancellable`, a cancelled task unwinds from the wait
+/// ([`Registration::wait_cancellable`]).
 pub(crate) fn wait_once(
     fd: RawFd,
     interest: Interest,
     deadline: Option<Instant>,
+    cancellable: bool,
 ) -> io::Result<()> {
     if context::current_task_ptr().is_none() {
         return poll_fd(fd, interest, deadline);
@@ -304,9 +327,9 @@ pub(crate) fn wait_once(
     let dup = match dup_cloexec(fd) {
         Ok(dup) => dup,
         Err(e) if e.raw_os_error() == Some(libc::EBADF) => return Err(e),
-        Err(_) => return wait_registered(fd, fd, interest, deadline),
+        Err(_) => return wait_registered(fd, fd, interest, deadline, cancellable),
     };
-    wait_registered(dup.as_raw_fd(), fd, interest, deadline)
+    wait_registered(dup.as_raw_fd(), fd, interest, deadline, cancellable)
     // `dup` closes here, after its registration was removed.
 }
 
@@ -317,10 +340,12 @@ fn wait_registered(
     fd: RawFd,
     interest: Interest,
     deadline: Option<Instant>,
+    cancellable: bool,
 ) -> io::Result<()> {
     match Registration::for_current_task(reg_fd) {
-        // Dropping the registration removes it before `reg_fd` can close.
-        Ok(Some(reg)) => reg.wait(interest, deadline),
+        // Dropping the registration removes it before `reg_fd` can close
+        // (an unwind out of a cancelled wait included).
+        Ok(Some(reg)) => reg.wait_as(interest, deadline, cancellable),
         Ok(None) => poll_fd(fd, interest, deadline),
         // EPERM: a regular file or directory, always ready.
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(()),

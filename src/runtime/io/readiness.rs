@@ -422,13 +422,17 @@ impl DeadlineWaiters for IoState {
 impl IoState {
     /// Task side: parks the running task `task` until the readiness serves
     /// `interest`, or until `deadline`. May return `Ok` spuriously (callers
-    /// retry their syscall).
+    /// retry their syscall). With `cancellable`, a cancelled task leaves as
+    /// at its deadline and then unwinds, with its node unlinked
+    /// (`task/cancel.rs`); the hooks' waits are not cancellable (no unwind
+    /// may cross a C frame).
     pub(crate) fn wait(
         self: &Arc<Self>,
         task: &TaskRef,
         interest: Interest,
         deadline: Option<Instant>,
         fd: i32,
+        cancellable: bool,
     ) -> Result<(), TimedOut> {
         let on = match interest {
             Interest::Read => WaitOn::Readable(fd),
@@ -465,10 +469,13 @@ impl IoState {
             node: ptr,
         };
         loop {
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            let cancelled = cancellable && crate::task::cancel::interrupted();
+            if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
                 drop(guard); // unlinks the node unless the reactor did
                 return if node.notified.get() {
                     Ok(())
+                } else if cancelled {
+                    crate::task::cancel::unwind()
                 } else {
                     Err(TimedOut)
                 };

@@ -1,0 +1,296 @@
+//! Task cancellation: [`JoinHandle::cancel`](crate::JoinHandle::cancel)
+//! asks a task to stop, and the task stops by unwinding from its next
+//! cancellable wait.
+//!
+//! # Why an unwind, and not an error from the waits
+//!
+//! A stackful task is ordinary blocking code: its waits (`recv`, `lock`,
+//! `accept`, `sleep`, ...) return plain values, and most of them have no
+//! error to give (`Mutex::lock`, `sleep`, `Condvar::wait`). An error would
+//! change every signature and have every caller thread it up by hand. An
+//! unwind stops the task from wherever it waits, runs its destructors (so
+//! sockets close, locks unlock, permits return), and ends at the task's
+//! root, where [`JoinHandle::join`](crate::JoinHandle::join) reports
+//! [`JoinError::is_cancelled`](crate::JoinError::is_cancelled). The unwind
+//! is started with [`std::panic::resume_unwind`] and a private payload, so
+//! the panic hook does not run: a cancellation is not reported as a panic.
+//!
+//! # Where a task observes it
+//!
+//! Cancelling sets a flag in the task's header ([`TaskHeader::cancel`]) and
+//! then wakes the task the way any `unpark` does. A wait that observes
+//! cancellation treats the wake-up as its deadline passing: it withdraws
+//! exactly as a timed-out wait does (its waiter node leaves the channel's
+//! or the lock's queue, its timer entry goes, its socket waiter unlinks),
+//! and only then, with nothing of it left linked anywhere, unwinds
+//! ([`unwind`]). So no unwind ever starts while bookkeeping in another
+//! structure still points into the task's stack. The waits that do this:
+//!
+//! - [`sleep`](crate::sleep) and [`sleep_until`](crate::sleep_until);
+//! - channel `send` and `recv` (with or without a timeout), on any gofer
+//!   channel;
+//! - every wait of [`gofer::sync`](crate::sync): `Mutex` and `RwLock`
+//!   locks, `Condvar` waits (the mutex is locked again before the unwind,
+//!   so the guard's drop unlocks it), `Semaphore`, `WaitGroup`, `Barrier`;
+//! - [`JoinHandle::join`](crate::JoinHandle::join) and its timed forms;
+//! - the waits of gofer's sockets ([`net`](crate::net): `accept`, `read`,
+//!   `write`, `connect`, ...) and [`io::wait_readable`](crate::io::wait_readable);
+//! - [`park`](crate::park) and [`park_timeout`](crate::park_timeout):
+//!   they unwind when called in a cancelled task, and a cancelled task
+//!   parked in them returns (as a spurious wake-up) and unwinds at its next
+//!   call;
+//! - [`yield_now`](crate::yield_now), after the task runs again;
+//! - [`block_on_future`](crate::block_on_future) between two polls (the
+//!   future is dropped by the unwind).
+//!
+//! Waits that do **not** observe it, and why:
+//!
+//! - [`unblock`](crate::unblock) and the [`fs`](crate::fs) calls made
+//!   through it: the pool thread borrows the task's stack until the call
+//!   returns. The task unwinds at its next cancellable wait after it.
+//! - hooked libc calls (the `hooks` feature): an unwind through a C frame
+//!   is undefined behaviour, so a hooked call waits on as if nothing
+//!   happened (it finishes or times out as it would have), and the task
+//!   unwinds at its next gofer wait.
+//! - `select!` and `Select` over channels, and the end of a
+//!   [`scope`](crate::scope), which must wait for every task of the scope
+//!   (they borrow from the owner's stack) whatever happens to its owner.
+//! - any wait while the task is already unwinding
+//!   ([`std::thread::panicking`]): a destructor that locks a mutex or sends
+//!   on a channel during an unwind works as usual, and a second panic,
+//!   which would abort, is never started.
+//!
+//! A task that never waits can poll [`is_cancelled`].
+//!
+//! # A wake-up that races the cancellation
+//!
+//! A wait checks whether its operation completed *before* it checks the
+//! flag, and it withdraws under the same lock or CAS a completer uses: the
+//! value a sender handed over, the token a mutex unlocker passed, the
+//! readiness the reactor reported are never dropped on the floor. If the
+//! completer won, the wait returns normally and the task unwinds at its
+//! next cancellable wait. The flag is set before the wake-up, and the
+//! wake-up is an `unpark` (Release) that the task's park consumes
+//! (Acquire), so a task woken by its cancellation sees the flag; a task
+//! that was running leaves the `unpark`'s token for its next park, which
+//! then returns at once and sees the flag (the pattern of the loom model
+//! `a_condition_set_before_unpark_is_seen_even_through_a_stale_token` in
+//! `runtime/park_state.rs`).
+//!
+//! # Before the start, after the end, and catching the unwind
+//!
+//! - A task cancelled before it started never runs: the Processer that
+//!   picks it drops its closure there (on that Processer's thread; the
+//!   closure is `Send`) and completes the task with the cancelled error.
+//! - A task that finished before it observed the cancellation keeps its
+//!   result: `join` gives its value.
+//! - The flag stays set. A task that catches the unwind (`catch_unwind`)
+//!   may go on, but its next cancellable wait unwinds again; if it returns
+//!   a value after all, `join` gives that value.
+
+use std::any::Any;
+use std::sync::atomic::Ordering;
+
+use std::time::Duration;
+
+use crate::error::ShutdownError;
+use crate::runtime::context;
+use crate::runtime::scheduler::Scheduler;
+use crate::runtime::task::{self, TaskRef};
+
+/// The unwind payload of a cancelled task. Private: nothing outside this
+/// crate can make one, so a user's own panic is never taken for a
+/// cancellation.
+struct Cancelled;
+
+/// Whether the current task was asked to stop ([`JoinHandle::cancel`],
+/// [`JoinSet::cancel_all`](super::JoinSet::cancel_all),
+/// [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now)). False
+/// outside a task.
+///
+/// For a loop that never waits: every cancellable wait already unwinds in
+/// a cancelled task (see the module docs), but a computation that does not
+/// wait has to look.
+///
+/// ```
+/// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+/// let (tx, rx) = gofer::chan::bounded::<()>(1);
+/// let h = sched.spawn(move || {
+///     let mut n = 0u64;
+///     tx.send(()).unwrap();
+///     while !gofer::task::is_cancelled() {
+///         n = n.wrapping_add(1);
+///         std::hint::black_box(n);
+///     }
+///     "stopped"
+/// });
+/// rx.recv().unwrap();
+/// h.cancel();
+/// assert_eq!(h.join().unwrap(), "stopped");
+/// sched.shutdown();
+/// ```
+///
+/// [`JoinHandle::cancel`]: crate::JoinHandle::cancel
+pub fn is_cancelled() -> bool {
+    match context::current_task_ptr() {
+        // SAFETY: the running task's header is alive while it runs.
+        Some(h) => unsafe { (*h).cancel_requested() },
+        None => false,
+    }
+}
+
+/// Whether the running task must stop waiting now: it was cancelled, no
+/// [`Mask`] is held, and it is not already unwinding (a second panic would
+/// abort). Outside a task, false.
+#[inline]
+pub(crate) fn interrupted() -> bool {
+    match context::current_task_ptr() {
+        Some(h) => {
+            // SAFETY: the running task's header is alive while it runs.
+            let h = unsafe { &*h };
+            h.cancel_requested()
+                && h.cancel_mask.load(Ordering::Relaxed) == 0
+                && !std::thread::panicking()
+        }
+        None => false,
+    }
+}
+
+/// While held, the running task's waits do not observe its cancellation:
+/// for a wait that must not unwind (a condvar relocking its mutex, whose
+/// guard's drop will unlock it; a hooked libc call). Nests. Outside a
+/// task, does nothing. Dropped on the task that made it (it is `!Send`).
+pub(crate) struct Mask {
+    task: Option<*const crate::runtime::task::TaskHeader>,
+}
+
+impl Mask {
+    /// Masks the running task's cancellation until dropped.
+    pub(crate) fn new() -> Mask {
+        let task = context::current_task_ptr();
+        if let Some(h) = task {
+            // SAFETY: the running task's header is alive while it runs.
+            unsafe { &*h }.cancel_mask.fetch_add(1, Ordering::Relaxed);
+        }
+        Mask { task }
+    }
+}
+
+impl Drop for Mask {
+    fn drop(&mut self) {
+        if let Some(h) = self.task {
+            // SAFETY: made by this task, which is running (the mask is
+            // `!Send` and lives on its stack), so its header is alive.
+            unsafe { &*h }.cancel_mask.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Unwinds the running task with the cancellation payload. Call only with
+/// nothing of the current wait linked anywhere (module docs).
+#[cold]
+#[inline(never)]
+pub(crate) fn unwind() -> ! {
+    std::panic::resume_unwind(Box::new(Cancelled))
+}
+
+/// Unwinds if [`interrupted`]: for a wait with nothing linked at this
+/// point (before it enqueues, or after it withdrew).
+#[inline]
+pub(crate) fn checkpoint() {
+    if interrupted() {
+        unwind();
+    }
+}
+
+thread_local! {
+    /// Set while a Processer drops the closure of a task cancelled before
+    /// it started (`TaskCell::fail`), so that a scoped task's bookkeeping
+    /// (`scope.rs`, `Done`) counts it as cancelled rather than failed.
+    static DROPPING_CANCELLED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (dropping a never-run closure) with [`dropping_cancelled`]
+/// answering `cancelled`. Called outside any task, on a Processer.
+pub(crate) fn dropping_unrun<R>(cancelled: bool, f: impl FnOnce() -> R) -> R {
+    let prev = DROPPING_CANCELLED.replace(cancelled);
+    let r = f();
+    DROPPING_CANCELLED.set(prev);
+    r
+}
+
+/// Whether the closure being dropped unrun belongs to a cancelled task.
+pub(crate) fn dropping_cancelled() -> bool {
+    DROPPING_CANCELLED.get()
+}
+
+/// Whether an unwind payload is a cancellation's.
+pub(crate) fn is_cancel_payload(p: &(dyn Any + Send)) -> bool {
+    p.is::<Cancelled>()
+}
+
+/// Asks the task `t` to stop: sets its flag, then wakes it from whatever it
+/// waits on (a running task gets a token its next park consumes). Only the
+/// first request wakes it. Returns whether this was the first request.
+pub(crate) fn request(t: &TaskRef) -> bool {
+    // Release: the flag is written before the unpark below, whose Release
+    // the woken task's park Acquires (module docs, "A wake-up that races").
+    if t.cancel.swap(true, Ordering::AcqRel) {
+        return false;
+    }
+    if let Some(r) = task::unpark(t) {
+        context::schedule(r);
+    }
+    true
+}
+
+impl Scheduler {
+    /// Cancels every task of the scheduler, waits for them to unwind, then
+    /// shuts it down as [`shutdown`](Self::shutdown) does.
+    ///
+    /// Each task is cancelled as by [`JoinHandle::cancel`]: one parked in a
+    /// cancellable wait (a `TcpListener::accept`, a channel `recv`, a lock,
+    /// a sleep) unwinds at once, one that runs unwinds at its next such
+    /// wait, and one that has not started never runs. Tasks spawned while
+    /// this runs are cancelled too (the scheduler is cancelled again until
+    /// no task is left). A task that never reaches a cancellable wait (a
+    /// loop that never waits nor checks [`is_cancelled`], a hooked call or
+    /// an [`unblock`](crate::unblock) call that does not return) keeps this
+    /// waiting, as `shutdown` would.
+    ///
+    /// ```
+    /// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+    /// let listener = gofer::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// sched.spawn(move || loop {
+    ///     let _ = listener.accept(); // waits for ever
+    /// });
+    /// sched.shutdown_now(); // the accept unwinds
+    /// assert_eq!(sched.stats().alive, 0);
+    /// ```
+    ///
+    /// # Panics
+    /// When called from a task of this same scheduler (it would wait for
+    /// itself).
+    ///
+    /// [`JoinHandle::cancel`]: crate::JoinHandle::cancel
+    pub fn shutdown_now(&self) {
+        let shared = self.shared();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            // Taken out of the registry first, cancelled outside its locks.
+            let mut all: Vec<TaskRef> = Vec::new();
+            shared.live.for_each(&mut |t| all.push(t));
+            for t in &all {
+                request(t);
+            }
+            drop(all);
+            match shared.shutdown(Some(pause)) {
+                Ok(()) => return,
+                Err(ShutdownError::TimedOut { .. }) => {
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(e) => panic!("gofer: {e}"),
+            }
+        }
+    }
+}
