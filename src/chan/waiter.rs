@@ -415,19 +415,25 @@ impl Waiter {
                         return Outcome::Aborted;
                     }
                 }
-                _ => match deadline {
-                    None => self.park(),
-                    Some(d) => {
-                        if Instant::now() >= d {
-                            if self.try_abort() {
-                                return Outcome::Aborted;
-                            }
-                            // Claimed meanwhile: loop and wait for DONE.
-                        } else {
-                            crate::task::park::park_deadline_on(d, self.on);
-                        }
+                _ if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    if self.try_abort() {
+                        return Outcome::Aborted;
                     }
-                },
+                    // Claimed meanwhile: loop and wait for DONE.
+                }
+                _ => {
+                    // A deferred cancellation parks with a short deadline
+                    // (`cancel::recheck`).
+                    let until = if cancellable {
+                        crate::task::cancel::recheck(deadline)
+                    } else {
+                        deadline
+                    };
+                    match until {
+                        None => self.park(),
+                        Some(d) => crate::task::park::park_deadline_on(d, self.on),
+                    }
+                }
             }
         }
     }

@@ -399,14 +399,12 @@ impl<'a, T> QueueGuard<'a, T> {
                 }
                 return r;
             }
-            match opts.deadline {
+            if opts.deadline.is_some_and(|d| Instant::now() >= d) {
+                return enrolled.cancel();
+            }
+            match cancel::recheck(opts.deadline) {
                 None => park::park_on(opts.on),
-                Some(d) => {
-                    if Instant::now() >= d {
-                        return enrolled.cancel();
-                    }
-                    park::park_deadline_on(d, opts.on);
-                }
+                Some(d) => park::park_deadline_on(d, opts.on),
             }
         }
     }

@@ -58,7 +58,11 @@
 //! - any wait while the task is already unwinding
 //!   ([`std::thread::panicking`]): a destructor that locks a mutex or sends
 //!   on a channel during an unwind works as usual, and a second panic,
-//!   which would abort, is never started.
+//!   which would abort, is never started. std counts panics per thread, so
+//!   a task whose thread is unwinding another task (parked mid-unwind)
+//!   defers too; its waits then park with a short deadline and look again
+//!   ([`recheck`]), so the deferred cancellation is not lost with the
+//!   wake-up that brought it.
 //!
 //! A task that never waits can poll [`is_cancelled`].
 //!
@@ -154,6 +158,38 @@ pub(crate) fn interrupted() -> bool {
         }
         None => false,
     }
+}
+
+/// How often a wait looks again at a cancellation it had to defer because
+/// the thread was unwinding (see [`recheck`]).
+const RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The deadline a cancellable wait should park until: `deadline`, or,
+/// when a cancellation is pending but deferred because this thread is
+/// unwinding, no later than a short while from now. std counts panics per
+/// thread, so while one task is parked mid-unwind every other task of its
+/// thread sees `panicking()` too: a task woken by its cancellation then
+/// cannot tell, and must look again once that unwind is over rather than
+/// sleep on with its wake-up spent.
+#[inline]
+pub(crate) fn recheck(deadline: Option<std::time::Instant>) -> Option<std::time::Instant> {
+    if !(is_cancelled() && std::thread::panicking()) {
+        return deadline;
+    }
+    recheck_slow(deadline)
+}
+
+#[cold]
+#[inline(never)]
+fn recheck_slow(deadline: Option<std::time::Instant>) -> Option<std::time::Instant> {
+    let masked = context::current_task_ptr()
+        // SAFETY: the running task's header is alive while it runs.
+        .is_some_and(|h| unsafe { &*h }.cancel_mask.load(Ordering::Relaxed) != 0);
+    if masked {
+        return deadline;
+    }
+    let soon = std::time::Instant::now() + RECHECK;
+    Some(deadline.map_or(soon, |d| d.min(soon)))
 }
 
 /// While held, the running task's waits do not observe its cancellation:

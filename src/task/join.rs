@@ -498,7 +498,10 @@ impl<T> JoinHandle<T> {
                 // the task's cell, not on this stack; `self`'s drop takes
                 // it back as the unwind passes.
                 super::cancel::checkpoint();
-                super::park::park_on(on);
+                match super::cancel::recheck(None) {
+                    None => super::park::park_on(on),
+                    Some(soon) => super::park::park_deadline_on(soon, on),
+                }
             }
         }
         inner.take()
@@ -556,7 +559,8 @@ impl<T> JoinHandle<T> {
             }
             // As in `join`: nothing of this wait is on the stack.
             super::cancel::checkpoint();
-            super::park::park_deadline_on(deadline, on);
+            let until = super::cancel::recheck(Some(deadline)).unwrap_or(deadline);
+            super::park::park_deadline_on(until, on);
         }
         true
     }

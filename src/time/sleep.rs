@@ -14,7 +14,10 @@ pub fn sleep(d: Duration) {
         Some(deadline) => sleep_until(deadline),
         None => loop {
             crate::task::cancel::checkpoint();
-            crate::task::park::park_on(WaitOn::Sleep);
+            match crate::task::cancel::recheck(None) {
+                None => crate::task::park::park_on(WaitOn::Sleep),
+                Some(soon) => crate::task::park::park_deadline_on(soon, WaitOn::Sleep),
+            }
         },
     }
 }
@@ -29,6 +32,7 @@ pub fn sleep_until(deadline: Instant) {
     // may unwind between two.
     while Instant::now() < deadline {
         crate::task::cancel::checkpoint();
-        crate::task::park::park_deadline_on(deadline, WaitOn::Sleep);
+        let until = crate::task::cancel::recheck(Some(deadline)).unwrap_or(deadline);
+        crate::task::park::park_deadline_on(until, WaitOn::Sleep);
     }
 }

@@ -480,8 +480,14 @@ impl IoState {
                     Err(TimedOut)
                 };
             }
-            // The socket's entry fires by the deadline (linked above).
-            park_covered(task, deadline, on);
+            // The socket's entry fires by the deadline (linked above). A
+            // deferred cancellation looks again soon (`cancel::recheck`).
+            match cancellable.then(|| crate::task::cancel::recheck(deadline)) {
+                Some(Some(soon)) if Some(soon) != deadline => {
+                    crate::runtime::timer::park_until(task, Some(soon), on);
+                }
+                _ => park_covered(task, deadline, on),
+            }
             let notified = {
                 let _list = self.waiters.lock();
                 node.notified.get()
