@@ -96,7 +96,7 @@ pub mod io; // waiting for any descriptor through the reactor
 pub mod net; // sockets shaped like std::net
 mod runtime; // Scheduler, Processers, Dispatcher, task header, timers
 pub mod sync;
-mod task; // the task API: spawn, join, park, coroutine-locals
+pub mod task; // the task API: spawn, join, park, coroutine-locals
 mod time; // sleep and user timers
 
 pub use coroutine::stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
@@ -113,6 +113,7 @@ pub use runtime::scheduler::Scheduler;
 pub use runtime::stats::{ProcesserStats, Stats};
 pub use runtime::task::TaskId;
 pub use task::builder::{spawn, Builder};
+pub use task::cancel_token::CancelToken;
 pub use task::future::block_on_future;
 pub use task::join::JoinHandle;
 pub use task::locals::LocalKey;

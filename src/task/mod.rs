@@ -4,8 +4,13 @@
 //! futures (`block_on_future`, the task's waker; `JoinHandle` is one), and
 //! scoped tasks that borrow from their caller (`scope`, `Scheduler::scope`),
 //! and blocking calls made on the blocking pool (`unblock`).
+//!
+//! Public here: [`CancelToken`], which tells a group of tasks to stop, and
+//! [`with_done`], which makes a task's end a channel for `select!`.
 
 pub(crate) mod builder;
+pub(crate) mod cancel_token;
+pub(crate) mod done;
 pub(crate) mod future;
 pub(crate) mod join;
 pub(crate) mod locals;
@@ -13,3 +18,6 @@ pub(crate) mod park;
 pub(crate) mod scope;
 pub(crate) mod spawn;
 pub(crate) mod unblock;
+
+pub use cancel_token::{CancelToken, DropGuard};
+pub use done::with_done;
