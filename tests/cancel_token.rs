@@ -75,7 +75,7 @@ fn cancel_wakes_every_task_and_thread_waiting_on_any_clone() {
             );
             assert!(!token.is_cancelled());
             token.clone().cancel();
-            let mut seen = vec![false; TASKS + THREADS];
+            let mut seen = [false; TASKS + THREADS];
             for _ in 0..TASKS + THREADS {
                 let i = woke_rx.recv_timeout(PATIENCE).expect("every waiter wakes");
                 assert!(!seen[i], "waiter {i} woke twice");
