@@ -407,3 +407,33 @@ fn with_done_works_for_scoped_tasks() {
         assert_eq!(total, 5);
     });
 }
+
+/// Runs `f` on a thread with a small stack: recursion over a long chain of
+/// tokens would overflow it.
+fn on_small_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(64 * 1024)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn a_deep_chain_of_tokens_is_cancelled_and_dropped_without_recursion() {
+    // A stack overflow aborts the process: run in a child.
+    in_child(
+        "a_deep_chain_of_tokens_is_cancelled_and_dropped_without_recursion",
+        || {
+            let root = CancelToken::new();
+            let mut leaf = root.child_token();
+            for _ in 0..100_000 {
+                leaf = leaf.child_token();
+            }
+            let canceller = root.clone();
+            on_small_stack(move || canceller.cancel());
+            assert!(leaf.is_cancelled());
+            on_small_stack(move || drop(leaf));
+        },
+    );
+}
