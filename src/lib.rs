@@ -113,6 +113,7 @@ pub use runtime::scheduler::Scheduler;
 pub use runtime::stats::{ProcesserStats, Stats};
 pub use runtime::task::TaskId;
 pub use task::builder::{spawn, Builder};
+pub use task::cancel_token::CancelToken;
 pub use task::future::block_on_future;
 pub use task::join::JoinHandle;
 pub use task::locals::LocalKey;

@@ -1,4 +1,5 @@
-//! Timer channels, as in crossbeam-channel: [`after`], [`at`], [`tick`] and
+//! Timer channels, as in crossbeam-channel: [`after`], [`at`], [`tick`]
+//! (with [`tick_with`] for a choice of what happens to missed ticks) and
 //! [`never()`].
 //!
 //! Each is an ordinary channel (a [`Receiver`] like any other, so it works
@@ -25,12 +26,46 @@ use std::time::{Duration, Instant};
 use super::channel::Chan;
 use super::receiver::Receiver;
 
+/// What a [`tick_with`] channel does with the ticks its receiver missed
+/// (it came late by one period or more), as tokio's `MissedTickBehavior`.
+///
+/// Say the period is 10 ms, ticks are due at 10, 20, 30, ... ms, and the
+/// receiver, busy, next looks at 35 ms. It gets the tick due at 10 ms (the
+/// message is the instant it was due), then:
+///
+/// | policy    | next ticks due at     | schedule          |
+/// |-----------|-----------------------|-------------------|
+/// | `Burst`   | 20, 30 (at once), 40  | kept              |
+/// | `Delay`   | 45, 55, 65            | restarts at 35    |
+/// | `Skip`    | 40, 50, 60            | kept, 20, 30 lost |
+///
+/// The channel never stores more than one message whatever the policy:
+/// `Burst` makes the missed ones one by one as the receiver looks. A
+/// receiver late by less than one period misses nothing and the schedule
+/// holds under every policy but `Delay`, which restarts it at each receive.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum MissedTicks {
+    /// Deliver every missed tick, back to back as fast as the receiver
+    /// takes them, until caught up; then on the original schedule. For
+    /// work counted per period (a rate), where each tick must be seen.
+    Burst,
+    /// Drop the missed ticks and start the schedule over: the next tick is
+    /// one period after the late receive (crossbeam-channel's `tick`). The
+    /// ticks stay at least a period apart.
+    Delay,
+    /// Drop the missed ticks and keep the schedule: the next tick is the
+    /// first one of the original schedule after the late receive. What
+    /// [`tick`] does.
+    #[default]
+    Skip,
+}
+
 /// Where a timer channel's messages come from: the deadline of the next one
-/// (none once an `after` delivered), and the period of a `tick`. Kept in the
-/// channel's state, under its lock.
+/// (none once an `after` delivered), and the period of a `tick` with its
+/// policy for missed ticks. Kept in the channel's state, under its lock.
 pub(crate) struct Clock<T> {
     next: Option<Instant>,
-    period: Option<Duration>,
+    period: Option<(Duration, MissedTicks)>,
     /// Turns the deadline into the message (`T` is `Instant` for every timer
     /// channel; a function pointer keeps the channel generic).
     make: fn(Instant) -> T,
@@ -48,27 +83,38 @@ impl<T> Clock<T> {
     }
 
     /// Takes the message due at `now`, if any. The message is the deadline
-    /// it was due at. An `after` then has no more; a `tick` is next due one
-    /// period after this one, or one period after `now` if the receiver
-    /// came later than that: ticks nobody read do not pile up (crossbeam's
-    /// rule).
+    /// it was due at. An `after` then has no more; a `tick` is next due as
+    /// its [`MissedTicks`] policy says.
     pub(crate) fn take(&mut self, now: Instant) -> Option<T> {
         let due = self.next.filter(|d| now >= *d)?;
-        self.next = self.period.and_then(|p| {
-            let on_time = due.checked_add(p)?;
-            if on_time > now {
-                Some(on_time)
-            } else {
-                now.checked_add(p)
-            }
-        });
+        self.next = self
+            .period
+            .and_then(|(p, missed)| next_tick(due, now, p, missed));
         Some((self.make)(due))
+    }
+}
+
+/// When a tick is next due, after the one due at `due` was taken at `now`
+/// (`now >= due`). `None` past the end of `Instant`'s range: no more ticks.
+fn next_tick(due: Instant, now: Instant, period: Duration, missed: MissedTicks) -> Option<Instant> {
+    let on_time = due.checked_add(period)?;
+    match missed {
+        MissedTicks::Burst => Some(on_time),
+        MissedTicks::Delay => now.checked_add(period),
+        MissedTicks::Skip if on_time > now || period.is_zero() => Some(on_time),
+        MissedTicks::Skip => {
+            // The first point of the schedule `due + k * period` after `now`.
+            let p = period.as_nanos();
+            let into = (now - due).as_nanos() % p;
+            let to_next = u64::try_from(p - into).ok()?;
+            now.checked_add(Duration::from_nanos(to_next))
+        }
     }
 }
 
 /// A timer channel delivering its first message at `first` (never, if
 /// `None`), then every `period` if given.
-fn clock(first: Option<Instant>, period: Option<Duration>) -> Receiver<Instant> {
+fn clock(first: Option<Instant>, period: Option<(Duration, MissedTicks)>) -> Receiver<Instant> {
     let clock = Clock {
         next: first,
         period,
@@ -116,8 +162,10 @@ pub fn at(when: Instant) -> Receiver<Instant> {
 
 /// A receiver that gets a message every `duration`: the [`Instant`] each
 /// was due at. The channel holds at most one message: ticks nobody receives
-/// are not stored up, and after a late receive the next tick comes one
-/// period after it (crossbeam's rule). It never disconnects.
+/// are not stored up, and after a receive late by a period or more the next
+/// tick is the next one of the original schedule
+/// ([`MissedTicks::Skip`]; [`tick_with`] chooses another policy). It never
+/// disconnects.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -131,7 +179,32 @@ pub fn at(when: Instant) -> Receiver<Instant> {
 ///
 /// A zero `duration` makes a message ready at every look.
 pub fn tick(duration: Duration) -> Receiver<Instant> {
-    clock(Instant::now().checked_add(duration), Some(duration))
+    tick_with(duration, MissedTicks::Skip)
+}
+
+/// Like [`tick`], with `missed` saying what happens to the ticks a late
+/// receiver missed: delivered at once ([`Burst`](MissedTicks::Burst)),
+/// dropped with the schedule restarted ([`Delay`](MissedTicks::Delay)), or
+/// dropped with the schedule kept ([`Skip`](MissedTicks::Skip), as
+/// [`tick`]).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use gofer::chan::{tick_with, MissedTicks};
+///
+/// let period = Duration::from_millis(5);
+/// let ticker = tick_with(period, MissedTicks::Burst);
+/// std::thread::sleep(period * 4); // busy: ticks are missed
+/// let first = ticker.recv().unwrap();
+/// // The missed ones come at once, each with the instant it was due.
+/// let second = ticker.try_recv().unwrap();
+/// assert_eq!(second - first, period);
+/// ```
+pub fn tick_with(duration: Duration, missed: MissedTicks) -> Receiver<Instant> {
+    clock(
+        Instant::now().checked_add(duration),
+        Some((duration, missed)),
+    )
 }
 
 /// A receiver that never gets a message and never disconnects: a
@@ -152,4 +225,76 @@ pub fn tick(duration: Duration) -> Receiver<Instant> {
 /// Its capacity is 0, as for a rendezvous channel.
 pub fn never<T>() -> Receiver<T> {
     Receiver::from_chan(Chan::new_timer(Some(0), None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: Duration = Duration::from_millis(10);
+
+    fn ticker(start: Instant, missed: MissedTicks) -> Clock<Instant> {
+        Clock {
+            next: Some(start + P),
+            period: Some((P, missed)),
+            make: |t| t,
+        }
+    }
+
+    /// Takes every message due at `now`, as a receiver that looks again and
+    /// again at that instant.
+    fn drain(c: &mut Clock<Instant>, now: Instant) -> Vec<Instant> {
+        std::iter::from_fn(|| c.take(now)).take(1000).collect()
+    }
+
+    /// The receiver looks at 3.5 periods, after sleeping through two ticks.
+    #[test]
+    fn each_policy_after_a_receiver_late_by_two_and_a_half_periods() {
+        let t0 = Instant::now();
+        let late = t0 + P * 7 / 2;
+
+        let mut burst = ticker(t0, MissedTicks::Burst);
+        assert_eq!(drain(&mut burst, late), [t0 + P, t0 + P * 2, t0 + P * 3]);
+        assert_eq!(burst.deadline(), Some(t0 + P * 4), "schedule kept");
+
+        let mut delay = ticker(t0, MissedTicks::Delay);
+        assert_eq!(drain(&mut delay, late), [t0 + P]);
+        assert_eq!(delay.deadline(), Some(late + P), "schedule restarted");
+
+        let mut skip = ticker(t0, MissedTicks::Skip);
+        assert_eq!(drain(&mut skip, late), [t0 + P]);
+        assert_eq!(skip.deadline(), Some(t0 + P * 4), "schedule kept");
+    }
+
+    #[test]
+    fn a_receiver_on_the_schedule_point_skips_to_the_next_one() {
+        let t0 = Instant::now();
+        let mut skip = ticker(t0, MissedTicks::Skip);
+        assert_eq!(drain(&mut skip, t0 + P * 3), [t0 + P]);
+        assert_eq!(skip.deadline(), Some(t0 + P * 4));
+    }
+
+    #[test]
+    fn a_receiver_late_by_less_than_a_period_keeps_the_schedule_except_under_delay() {
+        let t0 = Instant::now();
+        let late = t0 + P * 3 / 2;
+        for missed in [MissedTicks::Burst, MissedTicks::Skip] {
+            let mut c = ticker(t0, missed);
+            assert_eq!(drain(&mut c, late), [t0 + P], "{missed:?}");
+            assert_eq!(c.deadline(), Some(t0 + P * 2), "{missed:?}");
+        }
+        let mut delay = ticker(t0, MissedTicks::Delay);
+        assert_eq!(drain(&mut delay, late), [t0 + P]);
+        assert_eq!(delay.deadline(), Some(late + P));
+    }
+
+    #[test]
+    fn nothing_is_due_before_the_first_deadline() {
+        let t0 = Instant::now();
+        for missed in [MissedTicks::Burst, MissedTicks::Delay, MissedTicks::Skip] {
+            let mut c = ticker(t0, missed);
+            assert!(drain(&mut c, t0 + P / 2).is_empty());
+            assert_eq!(c.deadline(), Some(t0 + P));
+        }
+    }
 }

@@ -69,7 +69,8 @@
 //!
 //! [`after`], [`at`], [`tick`] and [`never()`] make receivers of timer
 //! channels, for timeouts and periodic work in `select!` (or anywhere a
-//! receiver goes). A task waiting on one parks on gofer's timers; no thread
+//! receiver goes); [`tick_with`] chooses what happens to missed ticks
+//! ([`MissedTicks`]). A task waiting on one parks on gofer's timers; no thread
 //! is started per timer.
 //!
 //! [`Select`] waits on operations whose number is known only at run time;
@@ -122,7 +123,7 @@ mod sender;
 mod waiter;
 
 pub use channel::{bounded, unbounded};
-pub use clock::{after, at, never, tick};
+pub use clock::{after, at, never, tick, tick_with, MissedTicks};
 pub use error::{
     RecvError, RecvTimeoutError, SelectTimeoutError, SendError, SendTimeoutError, TryRecvError,
     TrySelectError, TrySendError,

@@ -13,6 +13,7 @@
 /// select! {
 ///     recv(receiver) -> result => body,      // result: Result<T, RecvError>
 ///     send(sender, value) -> result => body, // result: Result<(), SendError<T>>
+///     cancelled(token) => body,              // a CancelToken was cancelled
 ///     default => body,                       // optional: do not wait
 ///     default(timeout) => body,              // optional: wait at most `timeout`
 /// }
@@ -31,6 +32,14 @@
 ///   may `break`, `continue` or `return` from the enclosing code; the
 ///   operations are finished (channels no longer borrowed) before it runs.
 /// - `select! {}` waits for ever.
+/// - `cancelled(token)` is ready once the
+///   [`CancelToken`](crate::task::CancelToken) `token` is cancelled: it is
+///   a `recv` arm on [`token.done()`](crate::task::CancelToken::done), a
+///   channel that disconnects on cancel. A task's end, a timer or any other
+///   event that can be made a channel goes in the same way: see
+///   [`chan::after`](crate::chan::after) and [`chan::tick`](crate::chan::tick)
+///   for timers, and [`CancelToken::drop_guard`](crate::task::CancelToken::drop_guard)
+///   for a task's end.
 ///
 /// ```
 /// use std::time::Duration;
@@ -103,7 +112,8 @@ macro_rules! __gofer_select {
     (@list ($($tail:tt)*) ($($head:tt)*)) => {
         ::core::compile_error!(
             "gofer::select!: expected arms `recv(r) -> res => body`, \
-             `send(s, value) -> res => body`, `default => body` or \
+             `send(s, value) -> res => body`, `cancelled(token) => body`, \
+             `default => body` or \
              `default(timeout) => body`, separated by commas"
         )
     };
@@ -135,6 +145,18 @@ macro_rules! __gofer_select {
             ($($default)*)
             ($idx + 1))
     };
+    (@parse (cancelled($t:expr $(,)?) => $body:block, $($tail:tt)*)
+        ($($decl:tt)*) ($($setup:tt)*) ($($arms:tt)*) ($($default:tt)*) $idx:tt) => {
+        $crate::__gofer_select!(@parse ($($tail)*)
+            ($($decl)* let mut __out = ::core::option::Option::None;)
+            ($($setup)*
+                let __token = &$t;
+                let __chan = $crate::task::CancelToken::done(__token);
+                let mut __arm = $crate::chan::__private::RecvArm::new(__chan);)
+            ($($arms)* [$idx __arm __out (_) $body])
+            ($($default)*)
+            ($idx + 1))
+    };
     (@parse (default() => $body:block, $($tail:tt)*)
         ($($decl:tt)*) ($($setup:tt)*) ($($arms:tt)*) () $idx:tt) => {
         $crate::__gofer_select!(@parse ($($tail)*) ($($decl)*) ($($setup)*) ($($arms)*)
@@ -157,9 +179,12 @@ macro_rules! __gofer_select {
     (@parse (default $($tail:tt)*) $($rest:tt)*) => {
         ::core::compile_error!("gofer::select!: expected `default => body` or `default(timeout) => body`")
     };
+    (@parse (cancelled $($tail:tt)*) $($rest:tt)*) => {
+        ::core::compile_error!("gofer::select!: expected `cancelled(token) => body`")
+    };
     (@parse ($case:ident $($tail:tt)*) $($rest:tt)*) => {
         ::core::compile_error!(::core::concat!(
-            "gofer::select!: expected `recv`, `send` or `default`, found `",
+            "gofer::select!: expected `recv`, `send`, `cancelled` or `default`, found `",
             ::core::stringify!($case),
             "`"
         ))

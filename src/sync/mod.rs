@@ -3,7 +3,8 @@
 //! blocks the thread, and tasks and threads can share one lock.
 //!
 //! The API follows `parking_lot` (no poisoning): [`Mutex`], [`RwLock`],
-//! [`Condvar`], plus [`Semaphore`], a Go-style [`WaitGroup`], and a reusable
+//! [`Condvar`], plus [`Semaphore`] (with [`OwnedSemaphorePermit`]s that
+//! move into tasks), a Go-style [`WaitGroup`], and a reusable
 //! [`Barrier`]. Waiters queue in arrival order; the [`Mutex`] docs say how
 //! newcomers and woken waiters share the lock.
 //!
@@ -18,6 +19,7 @@ mod condvar;
 mod mutex;
 mod rwlock;
 mod semaphore;
+mod semaphore_owned;
 mod waitgroup;
 mod waitqueue;
 
@@ -26,4 +28,5 @@ pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use semaphore_owned::OwnedSemaphorePermit;
 pub use waitgroup::WaitGroup;

@@ -6,9 +6,14 @@
 //! blocking calls made on the blocking pool (`unblock`), cancellation
 //! ([`is_cancelled`], `JoinHandle::cancel`, `task/cancel.rs`) and sets of
 //! tasks joined in completion order ([`JoinSet`]).
+//!
+//! Public here too: [`CancelToken`], which tells a group of tasks to stop,
+//! and [`with_done`], which makes a task's end a channel for `select!`.
 
 pub(crate) mod builder;
 pub(crate) mod cancel;
+pub(crate) mod cancel_token;
+pub(crate) mod done;
 pub(crate) mod future;
 pub(crate) mod join;
 pub(crate) mod joinset;
@@ -19,4 +24,6 @@ pub(crate) mod spawn;
 pub(crate) mod unblock;
 
 pub use cancel::is_cancelled;
+pub use cancel_token::{CancelToken, DropGuard};
+pub use done::with_done;
 pub use joinset::JoinSet;

@@ -415,7 +415,11 @@ fn add_user(sched: &Arc<Shared>, deadline: Instant, action: UserAction) -> Timer
 
 /// Runs `f` as a task every `period` (first run after one period), until the
 /// handle is cancelled. Each run is a separate task; runs may overlap if one
-/// takes longer than the period.
+/// takes longer than the period, so a slow run never delays the next. A run
+/// the timer itself could not start on time (a scheduler busy for a period
+/// or more) is skipped and the schedule kept, as
+/// [`MissedTicks::Skip`](crate::chan::MissedTicks::Skip) does for a
+/// [`tick`](crate::chan::tick) channel.
 ///
 /// # Panics
 /// If `period` is zero, or the default scheduler cannot be started.
