@@ -122,6 +122,44 @@ fn cancel_while_sending() {
 }
 
 #[test]
+fn cancel_while_selecting() {
+    in_child("cancel_while_selecting", || {
+        let (tx1, rx1) = chan::bounded::<u32>(0);
+        let (tx2, rx2) = chan::bounded::<u32>(0);
+        let token = gofer::task::CancelToken::new();
+        let t = token.clone();
+        cancel_parked(move || {
+            gofer::select! {
+                recv(rx1) -> _ => {},
+                recv(rx2) -> _ => {},
+                recv(chan::after(Duration::from_secs(3600))) -> _ => {},
+                cancelled(t) => {},
+            }
+        });
+        // Every arm's node left its channel: a send finds nobody.
+        assert!(tx1.try_send(1).is_err());
+        assert!(tx2.try_send(2).is_err());
+        assert!(!token.is_cancelled());
+    });
+}
+
+#[test]
+fn cancel_while_selecting_dynamically() {
+    in_child("cancel_while_selecting_dynamically", || {
+        let (tx, rx) = chan::bounded::<u32>(0);
+        let (stx, srx) = chan::bounded::<u32>(0);
+        cancel_parked(move || {
+            let mut sel = chan::Select::new();
+            sel.recv(&rx);
+            sel.send(&stx);
+            let _ = sel.select();
+        });
+        assert!(tx.try_send(1).is_err(), "the receive arm left the channel");
+        assert!(srx.try_recv().is_err(), "the send arm left the channel");
+    });
+}
+
+#[test]
 fn cancel_while_locking_a_mutex() {
     in_child("cancel_while_locking_a_mutex", || {
         let m = Arc::new(Mutex::new(0));

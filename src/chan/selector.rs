@@ -26,7 +26,9 @@
 //!    passes and the waiter aborts itself. A timer channel's arm gives the
 //!    deadline of its next message when it registers (no peer announces
 //!    it): the park ends at the earliest of those too, and the select
-//!    starts over at step 1, where that arm now completes.
+//!    starts over at step 1, where that arm now completes. A cancelled task
+//!    (`task/cancel.rs`) gives up the same way, and unwinds after step 6,
+//!    with nothing of the select linked anywhere.
 //! 6. Unregister from every channel the waiter was registered on (each under
 //!    its lock), then report the arm. A `Select` send arm was only told that
 //!    a send could complete (its probe was claimed, see `channel.rs`): now
@@ -383,7 +385,9 @@ pub(crate) fn select_arms<A: Arms + ?Sized>(
                 waiter.wait(None)
             }
         } else {
-            waiter.wait(wake_at)
+            // Gives up as at a deadline if the task is cancelled; the unwind
+            // waits until every arm is unregistered (below).
+            waiter.wait_cancellable(wake_at)
         };
         // Unlink every remaining node before `waiter` (and the arms)
         // can go away; the completed arm's node was unlinked by its peer.
@@ -402,6 +406,8 @@ pub(crate) fn select_arms<A: Arms + ?Sized>(
             // An arm became ready while registering: try them all again.
             Outcome::Aborted if ready => {}
             Outcome::Aborted => match mode {
+                // Cancelled (`task/cancel.rs`): nothing is linked any more.
+                _ if crate::task::cancel::interrupted() => crate::task::cancel::unwind(),
                 // Nothing was ready while we were registered everywhere (a
                 // non-blocking select), or the deadline passed.
                 Mode::Now => return None,

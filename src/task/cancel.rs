@@ -32,6 +32,9 @@
 //! - every wait of [`gofer::sync`](crate::sync): `Mutex` and `RwLock`
 //!   locks, `Condvar` waits (the mutex is locked again before the unwind,
 //!   so the guard's drop unlocks it), `Semaphore`, `WaitGroup`, `Barrier`;
+//! - [`select!`](crate::select) and [`Select`](crate::chan::Select) while
+//!   they wait (an arm ready at once still wins; every arm is unregistered
+//!   before the unwind);
 //! - [`JoinHandle::join`](crate::JoinHandle::join) and its timed forms;
 //! - the waits of gofer's sockets ([`net`](crate::net): `accept`, `read`,
 //!   `write`, `connect`, ...) and [`io::wait_readable`](crate::io::wait_readable);
@@ -52,9 +55,9 @@
 //!   is undefined behaviour, so a hooked call waits on as if nothing
 //!   happened (it finishes or times out as it would have), and the task
 //!   unwinds at its next gofer wait.
-//! - `select!` and `Select` over channels, and the end of a
-//!   [`scope`](crate::scope), which must wait for every task of the scope
-//!   (they borrow from the owner's stack) whatever happens to its owner.
+//! - the end of a [`scope`](crate::scope), which must wait for every task
+//!   of the scope (they borrow from the owner's stack) whatever happens to
+//!   its owner.
 //! - any wait while the task is already unwinding
 //!   ([`std::thread::panicking`]): a destructor that locks a mutex or sends
 //!   on a channel during an unwind works as usual, and a second panic,

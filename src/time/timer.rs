@@ -419,7 +419,7 @@ fn add_user(sched: &Arc<Shared>, deadline: Instant, action: UserAction) -> Timer
 /// the timer itself could not start on time (a scheduler busy for a period
 /// or more) is skipped and the schedule kept, as
 /// [`MissedTicks::Skip`](crate::chan::MissedTicks::Skip) does for a
-/// [`tick`](crate::chan::tick) channel.
+/// [`tick_with`](crate::chan::tick_with) channel.
 ///
 /// # Panics
 /// If `period` is zero, or the default scheduler cannot be started.
