@@ -7,7 +7,8 @@
 //!
 //! Every byte a client sends comes back to it. A connection that sends
 //! nothing, or reads nothing, for `--idle-timeout` is closed. The first line
-//! of output is `listening on ADDR`; the server runs until it is killed. A
+//! of output is `listening on ADDR`; the server runs until SIGINT or SIGTERM,
+//! which close every connection (`Scheduler::shutdown_now`) and end it. A
 //! bad argument exits with code 2.
 //!
 //! Every read or write below that cannot proceed parks its task, and the

@@ -14,8 +14,9 @@
 //! closed, and so is one that takes longer than that to send a whole
 //! request once it has begun one (a slow client cannot hold a connection by
 //! trickling bytes). The first line of output is `listening on
-//! ADDR`; the server runs until it is killed. A bad argument exits with code
-//! 2.
+//! ADDR`; the server runs until SIGINT or SIGTERM, which close every
+//! connection (`Scheduler::shutdown_now`) and end it. A bad argument exits
+//! with code 2.
 //!
 //! Every read or write below that cannot proceed parks its task, and the
 //! thread runs other connections meanwhile: thousands of connections share

@@ -171,3 +171,25 @@ fn bad_arguments_exit_with_code_2() {
         assert_refused(SERVER, args, says);
     }
 }
+
+#[test]
+fn sigterm_closes_every_connection_and_the_server_exits_cleanly() {
+    let server = Server::start(SERVER, &[]);
+    // Connections served by tasks parked in `read`, one of them mid-way
+    // through its idle timeout.
+    let mut conns: Vec<TcpStream> = (0..3).map(|_| server.connect()).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        round_trip(c, format!("connection {i}").as_bytes());
+    }
+    let (status, out, err) = server.terminate(libc::SIGTERM);
+    assert!(status.success(), "exit status {status:?}; stderr:\n{err}");
+    assert!(
+        out.contains("stopped"),
+        "stdout after the first line: {out:?}"
+    );
+    assert!(err.contains("SIGTERM: stopping"), "stderr: {err:?}");
+    // Each connection's task unwound and dropped its socket.
+    for c in &mut conns {
+        assert!(read_to_close(c).is_empty());
+    }
+}

@@ -564,3 +564,24 @@ fn help_lists_the_flags() {
         );
     }
 }
+
+#[test]
+fn sigint_closes_every_connection_and_the_server_exits_cleanly() {
+    let server = Server::start(SERVER, &[]);
+    // Kept-alive connections whose tasks wait for the next request.
+    let mut conns: Vec<TcpStream> = (0..3).map(|_| server.connect()).collect();
+    for c in &mut conns {
+        send(c, GET);
+        expect(c, HELLO);
+    }
+    let (status, out, err) = server.terminate(libc::SIGINT);
+    assert!(status.success(), "exit status {status:?}; stderr:\n{err}");
+    assert!(
+        out.contains("stopped"),
+        "stdout after the first line: {out:?}"
+    );
+    assert!(err.contains("SIGINT: stopping"), "stderr: {err:?}");
+    for c in &mut conns {
+        assert!(read_to_close(c).is_empty());
+    }
+}

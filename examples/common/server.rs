@@ -1,6 +1,11 @@
 //! What the example servers share: their command-line options, and a main
-//! loop that starts a scheduler, listens, and serves every connection in a
-//! task of its own.
+//! loop that starts a scheduler, listens, serves every connection in a task
+//! of its own, and stops cleanly on SIGINT or SIGTERM.
+//!
+//! The clean stop is `Scheduler::shutdown_now`: it cancels every task, so
+//! the accept loop and each connection's task unwind from the wait they are
+//! parked in (`accept`, `read`, ...), their sockets close as the unwind
+//! drops them, and the call returns once no task is left.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -43,8 +48,10 @@ pub struct Options {
 }
 
 /// What `--help` says after the options.
-pub const AFTER_HELP: &str = "Prints `listening on ADDR` first, then runs until killed. Exit \
-                              status: 2 for a bad argument, 1 when the address cannot be bound.";
+pub const AFTER_HELP: &str = "Prints `listening on ADDR` first, then runs until SIGINT (Ctrl-C) \
+                              or SIGTERM, which close every connection and end the program \
+                              with `stopped` and status 0. Exit status: 2 for a bad argument, \
+                              1 when the address cannot be bound.";
 
 fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     s.to_socket_addrs()
@@ -55,8 +62,8 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 
 /// Starts a scheduler named `name`, listens on `opts.addr`, prints
 /// `listening on ADDR`, and serves every connection with `serve` (given
-/// the idle timeout) in a task of its own, until the process is killed.
-/// Returns only on failure to start.
+/// the idle timeout) in a task of its own, until SIGINT or SIGTERM; then
+/// cancels every task, prints `stopped`, and returns success.
 #[allow(dead_code)] // each server uses `run` or `run_with`
 pub fn run(
     name: &str,
@@ -79,6 +86,15 @@ pub fn run_with(
     serve: fn(TcpStream, Duration) -> io::Result<()>,
     setup: impl FnOnce(&gofer::Scheduler) -> io::Result<()>,
 ) -> ExitCode {
+    // Before any thread starts, so that every thread inherits the mask and
+    // the signals wait for `wait_for_stop` below.
+    let stop = match StopSignals::block() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot block the stop signals: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let sched = match builder
         .name(name)
         .min_threads(opts.threads.into())
@@ -111,9 +127,57 @@ pub fn run_with(
     io::stdout().flush().expect("stdout");
 
     let idle = Duration::from_secs(opts.idle_timeout);
-    let accepter = sched.spawn(move || accept_loop(&listener, idle, serve));
-    let _ = accepter.join(); // never returns: the server runs until killed
-    ExitCode::FAILURE
+    sched.spawn(move || accept_loop(&listener, idle, serve));
+    let signal = stop.wait();
+    eprintln!("{signal}: stopping");
+    // Cancels the accept loop and every connection's task (each unwinds
+    // from its wait, closing its socket), then waits for them all.
+    sched.shutdown_now();
+    println!("stopped");
+    ExitCode::SUCCESS
+}
+
+/// SIGINT and SIGTERM, blocked in every thread so that the main thread
+/// takes them with `sigwait` instead of the process dying at once.
+struct StopSignals(libc::sigset_t);
+
+impl StopSignals {
+    /// Blocks the two signals in the calling thread (and so in every
+    /// thread it starts later).
+    fn block() -> io::Result<StopSignals> {
+        // SAFETY: an all-zero `sigset_t` is a valid value to initialise with
+        // `sigemptyset`, which the next call does.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid, writable `sigset_t`; the signal numbers
+        // are valid; `pthread_sigmask` reads `set` and writes no old mask
+        // (null).
+        let rc = unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(StopSignals(set))
+    }
+
+    /// Waits for either signal and names it.
+    fn wait(&self) -> &'static str {
+        loop {
+            let mut sig = 0;
+            // SAFETY: `self.0` is the initialised set blocked in `block`;
+            // `sig` is a valid place for the answer.
+            if unsafe { libc::sigwait(&self.0, &mut sig) } == 0 {
+                return if sig == libc::SIGINT {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                };
+            }
+        }
+    }
 }
 
 /// Accepts connections forever, each served by a task of its own.

@@ -1,5 +1,6 @@
 //! Helpers shared by the `*_server_demo` tests: build an example server,
-//! start it on a free port, talk to it, and kill it.
+//! start it on a free port, talk to it, and kill it (or stop it with a
+//! signal and see it exit cleanly).
 //!
 //! An example's binary is `target/<profile>/examples/<name>`, next to the
 //! test's own directory (`target/<profile>/deps`). A full `cargo test`
@@ -92,6 +93,7 @@ pub struct Server {
     child: Child,
     /// Where it listens, from its first line of output.
     pub addr: SocketAddr,
+    stdout: Arc<Mutex<String>>,
     stderr: Arc<Mutex<String>>,
     readers: Vec<JoinHandle<()>>,
 }
@@ -109,12 +111,18 @@ impl Server {
             .spawn()
             .expect("the server starts");
         let (tx, rx) = mpsc::channel();
-        let stdout = child.stdout.take().expect("piped stdout");
+        let out = child.stdout.take().expect("piped stdout");
+        let stdout = Arc::new(Mutex::new(String::new()));
+        let out_sink = stdout.clone();
         let out_reader = std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
+            let mut lines = BufReader::new(out).lines();
             let _ = tx.send(lines.next());
             // Keep draining, so the server never blocks on a full pipe.
-            for _ in lines {}
+            for line in lines.map_while(Result::ok) {
+                let mut s = out_sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
         });
         let stderr = Arc::new(Mutex::new(String::new()));
         let err = child.stderr.take().expect("piped stderr");
@@ -143,6 +151,7 @@ impl Server {
         Server {
             child,
             addr,
+            stdout,
             stderr,
             readers: vec![out_reader, err_reader],
         }
@@ -187,6 +196,39 @@ impl Server {
             "the server panicked:\n{stderr}"
         );
         stderr
+    }
+}
+
+impl Server {
+    /// Sends `signal` to the running server and waits, at most
+    /// [`PATIENCE`], for it to exit. Returns its exit status and what it
+    /// wrote after its first line on stdout, and on stderr (which must not
+    /// report a panic).
+    pub fn terminate(mut self, signal: i32) -> (std::process::ExitStatus, String, String) {
+        self.assert_alive();
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid fits a pid_t");
+        // SAFETY: kill with a live child's pid and a valid signal number.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill");
+        let deadline = std::time::Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not exit within {PATIENCE:?} of signal {signal}; stderr:\n{}",
+                self.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // The pipes closed with the process: the readers finish.
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        let out = self.stdout.lock().unwrap().clone();
+        let err = self.stderr.lock().unwrap().clone();
+        assert!(!err.contains("panicked"), "the server panicked:\n{err}");
+        (status, out, err)
     }
 }
 
