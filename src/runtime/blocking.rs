@@ -77,7 +77,8 @@
 //! - A job is *uncovered* while the queue holds more jobs than there are
 //!   claims on idle or spinning threads plus threads being started
 //!   (`starting`). While some job is uncovered and fewer than
-//!   [`EAGER_THREADS`] threads exist, the spawner starts one at once.
+//!   [`EAGER_THREADS`] threads exist (none), the spawner starts one at
+//!   once.
 //! - Beyond that it starts one more thread per [`GROW_TICK`] during which
 //!   a job stayed uncovered and no thread finished a job (`completed`
 //!   did not move): every thread is then held by a call that blocks, so
@@ -121,11 +122,12 @@ use crate::runtime::lock::{Condvar, Mutex};
 const SPIN_ROUNDS: u32 = 64;
 
 /// Threads the spawner starts without waiting while a job is uncovered (see
-/// "Growth" in the module docs): enough for calls that finish quickly to
-/// keep two Processers' tasks served, few enough that a burst of them
-/// neither crowds the CPUs nor shares the allocator's arenas with the
-/// Processers.
-pub(crate) const EAGER_THREADS: usize = 4;
+/// "Growth" in the module docs): the first. Every further thread waits for
+/// a tick with the queue standing still: started at once, a second thread
+/// for a call that the busy one would have taken a moment later only adds
+/// a thread competing for the CPUs, which a task making calls one after
+/// another pays for on each call.
+pub(crate) const EAGER_THREADS: usize = 1;
 
 /// How long the queue must stay uncovered with no job finishing before
 /// the spawner starts one more thread beyond [`EAGER_THREADS`].
