@@ -10,6 +10,9 @@
 //! - `fs_read_4k/gofer`, `fs_read_4k/tokio`: the same, with the whole read
 //!   of a 4 KiB file in the page cache (`gofer::fs::read`,
 //!   `tokio::fs::read`): open, read, close on the pool thread.
+//! - `fs_read_4k/std_in_task`: `std::fs::read` of that file in a task: with
+//!   `--features hooks`, the open goes to the pool and the reads are
+//!   answered from the page cache in place; without, all of it is inline.
 //!
 //! Run: `cargo bench -p gofer-bench --bench unblock`.
 
@@ -84,6 +87,23 @@ fn fs_read(c: &mut Criterion) {
                     let start = Instant::now();
                     for _ in 0..iters {
                         let v = gofer::fs::read(&path).unwrap();
+                        assert_eq!(v.len(), 4096);
+                    }
+                    start.elapsed()
+                })
+                .join()
+                .unwrap()
+        })
+    });
+
+    g.bench_function("std_in_task", |b| {
+        b.iter_custom(|iters| {
+            let path = path.clone();
+            sched
+                .spawn(move || {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let v = std::fs::read(&path).unwrap();
                         assert_eq!(v.len(), 4096);
                     }
                     start.elapsed()

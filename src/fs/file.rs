@@ -89,14 +89,51 @@ impl From<File> for std::fs::File {
     }
 }
 
+/// Inside a task, what the page cache holds for a read of `len` bytes into
+/// `iov` (`fs::nowait`), read in place; `None` when the read must go to
+/// the pool (outside a task the call runs in place anyway, as std's).
+///
+/// # Safety
+///
+/// As [`nowait::read_cached`](super::nowait::read_cached).
+unsafe fn cached(
+    f: &std::fs::File,
+    iov: *const libc::iovec,
+    cnt: usize,
+    len: usize,
+) -> Option<usize> {
+    crate::runtime::context::current_task_ptr()?;
+    let cnt = libc::c_int::try_from(cnt).ok()?;
+    // SAFETY: the caller's contract.
+    unsafe { super::nowait::read_cached(f.as_raw_fd(), iov, cnt, len) }
+}
+
 impl Read for &File {
+    /// Inside a task, a read of at most 64 KiB that the page cache can
+    /// answer (even in part) is answered in place, possibly short, as
+    /// `read(2)` may be; otherwise the read is made on the blocking pool.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let f = &self.inner;
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: one entry naming `buf`, writable for its length.
+        if let Some(n) = unsafe { cached(f, &iov, 1, buf.len()) } {
+            return Ok(n);
+        }
         unblock(|| (&*f).read(buf))
     }
 
+    /// As [`read`](Self::read), for several buffers.
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         let f = &self.inner;
+        let len = bufs.iter().map(|b| b.len()).sum();
+        // SAFETY: `IoSliceMut` has `iovec`'s layout on Unix (std documents
+        // it as ABI-compatible), each naming writable memory of its length.
+        if let Some(n) = unsafe { cached(f, bufs.as_ptr().cast(), bufs.len(), len) } {
+            return Ok(n);
+        }
         unblock(|| (&*f).read_vectored(bufs))
     }
 

@@ -28,9 +28,13 @@
 //! Each call is one hand-off to a pool thread and back, so a few large
 //! reads and writes cost less than many small ones: `read`, `write` and the
 //! `Read::read_to_end` / `Write::write_all` of [`File`] make the whole
-//! transfer in one hand-off.
+//! transfer in one hand-off. [`File`]'s `read` and `read_vectored` of at
+//! most 64 KiB, inside a task, first ask for what the page cache holds
+//! (`preadv2` with `RWF_NOWAIT`) and make no hand-off when it holds some:
+//! they may then return fewer bytes than asked, as `read(2)` may.
 
 mod file;
+pub(crate) mod nowait;
 mod open_options;
 mod ops;
 mod read_dir;

@@ -10,6 +10,7 @@
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 
+use super::files::read_in_place;
 use super::io_loop::{io_loop, iov_msg, preadv_nowait, pwritev_nowait};
 use super::real;
 use crate::runtime::io::Interest;
@@ -65,6 +66,10 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         iov_base: buf,
         iov_len: n,
     };
+    // SAFETY: the caller's buffer as a one-entry vector.
+    if let Some(r) = unsafe { read_in_place(fd, &iov, 1) } {
+        return r;
+    }
     flagless(
         fd,
         Interest::Read,
@@ -84,6 +89,10 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 /// The contract of `readv(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    // SAFETY: the caller's vector.
+    if let Some(r) = unsafe { read_in_place(fd, iov, cnt) } {
+        return r;
+    }
     flagless(
         fd,
         Interest::Read,

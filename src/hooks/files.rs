@@ -1,7 +1,9 @@
 //! The hooked calls on regular files (and block devices) that may wait for
 //! the disk: positioned reads and writes, `open`, `creat`, `fsync`,
 //! `fdatasync`, `ftruncate`, `fallocate`. (`read`, `write`, `readv` and
-//! `writev` on a file take the same way from `io_loop.rs`'s `route`.)
+//! `writev` on a file take the same way from `io_loop.rs`'s `route`;
+//! `read` and `readv` first try [`read_in_place`], which answers from the
+//! page cache without the pool when it can.)
 //!
 //! epoll calls a regular file ready at every moment, so no wait through
 //! the IO manager can spare the thread: inside a task each of these calls
@@ -25,8 +27,8 @@
 
 use libc::{c_char, c_int, c_uint, c_void, iovec, mode_t, off64_t, off_t, size_t, ssize_t};
 
-use super::guard::may_park;
-use super::offload::{offload, on_file};
+use super::guard::{errno, may_park, set_errno};
+use super::offload::{is_file, offload, offloads_fd, on_file};
 use super::real;
 
 macro_rules! file_calls {
@@ -158,4 +160,80 @@ pub unsafe extern "C" fn creat(path: *const c_char, mode: mode_t) -> c_int {
 pub unsafe extern "C" fn creat64(path: *const c_char, mode: mode_t) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     opening(|| unsafe { real::creat64(path, mode) })
+}
+
+/// A `read` or `readv` on a regular file inside a task, answered in place
+/// from the page cache when it holds the data (`fs::nowait`): no hand-off
+/// to the pool. `None` when the call must go its usual way (not a file
+/// that offloads, too large, nothing cached, not supported).
+///
+/// The caller sees what `read(2)` would return: all it asked for, or up to
+/// the end of the file. A short answer that stops before the end of the
+/// file (the rest is not cached) is completed with a `readv` of the rest
+/// on the pool; if that one fails, the bytes already read are returned
+/// (as the kernel does for a read that fails part-way), `errno` as
+/// before.
+///
+/// # Safety
+/// `iov` and `cnt` as `readv(2)` takes them.
+pub(super) unsafe fn read_in_place(fd: c_int, iov: *const iovec, cnt: c_int) -> Option<ssize_t> {
+    if !(offloads_fd(fd) && is_file(fd)) {
+        return None;
+    }
+    let entries = usize::try_from(cnt).ok().filter(|&n| n > 0)?;
+    // SAFETY: the caller's vector of `cnt` entries.
+    let iovs = unsafe { std::slice::from_raw_parts(iov, entries) };
+    let len = iovs
+        .iter()
+        .try_fold(0usize, |sum, v| sum.checked_add(v.iov_len))?;
+    // SAFETY: the caller's vector, `len` bytes in all.
+    let got = unsafe { crate::fs::nowait::read_cached(fd, iov, cnt, len) }?;
+    if got == 0 || got >= len || at_end(fd) {
+        return Some(got as ssize_t);
+    }
+    // The rest is not cached: read it on the pool, at the position the
+    // short read left.
+    let rest = rest_of(iovs, got);
+    let saved = errno();
+    let rest_cnt = rest.len() as c_int;
+    // SAFETY: the rest of the caller's buffers; `rest` outlives the call.
+    let more = offload(|| unsafe { real::readv(fd, rest.as_ptr(), rest_cnt) });
+    if more > 0 {
+        Some(got as ssize_t + more)
+    } else {
+        set_errno(saved);
+        Some(got as ssize_t)
+    }
+}
+
+/// Whether `fd`'s position is at or past the end of its file (a short
+/// read there is the end of the file, not a miss). False if unknown.
+fn at_end(fd: c_int) -> bool {
+    // SAFETY: a plain query on the descriptor.
+    let pos = unsafe { libc::lseek64(fd, 0, libc::SEEK_CUR) };
+    let mut st = std::mem::MaybeUninit::<libc::stat64>::uninit();
+    // SAFETY: `st` is room for one stat64.
+    if pos < 0 || unsafe { libc::fstat64(fd, st.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: fstat64 succeeded and filled it.
+    pos >= unsafe { st.assume_init() }.st_size
+}
+
+/// The buffers of `iovs` left after the first `done` bytes.
+fn rest_of(iovs: &[iovec], mut done: usize) -> Vec<iovec> {
+    let mut rest = Vec::with_capacity(iovs.len());
+    for v in iovs {
+        if done >= v.iov_len {
+            done -= v.iov_len;
+            continue;
+        }
+        rest.push(iovec {
+            // SAFETY: `done` is within this buffer.
+            iov_base: unsafe { v.iov_base.cast::<u8>().add(done) }.cast(),
+            iov_len: v.iov_len - done,
+        });
+        done = 0;
+    }
+    rest
 }

@@ -16,9 +16,12 @@
 //!    pool thread; a job refused (`Err`) never runs here and goes back to
 //!    its caller. Shutdown does not drop accepted jobs: the threads run the
 //!    queue empty before they exit.
-//! 2. Threads grow on demand: a job that finds no idle thread starts one,
-//!    up to `blocking_threads`; beyond that it waits in the queue. A thread
-//!    idle for `blocking_idle_timeout` exits.
+//! 2. Threads grow on demand, up to `blocking_threads`, and only the
+//!    pool's *spawner* thread starts them (see "Growth" below): a
+//!    submitter, which runs on a Processer, never creates a thread (beyond
+//!    the spawner itself, once, by the first call that needs a thread).
+//!    Beyond the cap a job waits in the queue. A thread idle for
+//!    `blocking_idle_timeout` exits.
 //! 3. `idle` counts the threads waiting for work that no submitter has
 //!    claimed yet. A submitter claims one (`idle -= 1`, `notify += 1`)
 //!    before it signals the condition variable, so two jobs submitted at
@@ -58,32 +61,77 @@
 //! take the job before the claimed one wakes; that one then finds the queue
 //! empty and waits again, counted idle anew.
 //!
-//! Starting a thread happens outside the lock (it takes a while): the
-//! submitter counts it first (`threads += 1`), so no other submitter starts
-//! one for the same room. If the OS refuses the thread, the submitter takes
-//! its job back out of the queue if no thread took it meanwhile and
-//! returns it to the caller, which runs the call in place.
+//! # Growth
+//!
+//! Starting a thread maps its stack and takes process-wide locks (the
+//! address-space lock, glibc's thread-stack cache), and every thread that
+//! exists shares the CPUs and the allocator's arenas with the Processers.
+//! A burst of calls from a thousand tasks that started a thread per call
+//! kept the Processers' threads asleep on those locks, held by threads the
+//! OS had preempted, long enough for the Dispatcher to count them blocked.
+//! So the pool grows from a thread of its own, the spawner, and only as
+//! far as the calls need:
+//!
+//! - A submitter that finds no idle or spinning thread wakes the spawner
+//!   (a futex wake, only if the spawner sleeps), nothing more.
+//! - A job is *uncovered* while the queue holds more jobs than there are
+//!   claims on idle or spinning threads plus threads being started
+//!   (`starting`). While some job is uncovered and fewer than
+//!   [`EAGER_THREADS`] threads exist (none), the spawner starts one at
+//!   once.
+//! - Beyond that it starts one more thread per [`GROW_TICK`] during which
+//!   a job stayed uncovered and no thread finished a job (`completed`
+//!   did not move): every thread is then held by a call that blocks, so
+//!   only a new thread lets the queue move. Calls that finish quickly
+//!   keep the threads that exist going and start no more.
+//!
+//! Every queued job still gets a thread: a queue that does not move for a
+//! tick grows the pool, until the cap, so a call that waits for another
+//! queued call (invariant 3's case) waits at most a tick per thread
+//! started.
+//!
+//! The spawner counts a thread before it starts it (`threads += 1`,
+//! `starting += 1`, under the lock), and the thread uncounts `starting`
+//! when it first takes the lock. If the OS refuses the thread while no
+//! pool thread is alive, the spawner runs the queued jobs itself (they
+//! would otherwise wait for ever); with threads alive it tries again a
+//! tick later. If the spawner itself cannot start, the first submitter
+//! takes its job back out of the queue and returns it to the caller,
+//! which runs the call in place.
 //!
 //! # Shutdown
 //!
 //! [`BlockingPool::shutdown`] sets `shutdown`, wakes every idle thread and
-//! joins them all: a call still running is waited for. The scheduler calls
+//! the spawner, joins the spawner (so no thread starts after), then joins
+//! the pool threads: a call still running is waited for. The scheduler calls
 //! it only once no task is alive, and only tasks submit, so in practice the
 //! queue is empty by then. Dropping the pool without it (a detached
-//! scheduler) wakes the threads, which drain the queue and exit on their
-//! own.
+//! scheduler) wakes the threads and the spawner, which drain the queue and
+//! exit on their own.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::runtime::lock::{Condvar, Mutex};
 
 /// Rounds a pool thread spends looking for the next job before it sleeps:
 /// the first half spin on the CPU, the second yield it.
 const SPIN_ROUNDS: u32 = 64;
+
+/// Threads the spawner starts without waiting while a job is uncovered (see
+/// "Growth" in the module docs): the first. Every further thread waits for
+/// a tick with the queue standing still: started at once, a second thread
+/// for a call that the busy one would have taken a moment later only adds
+/// a thread competing for the CPUs, which a task making calls one after
+/// another pays for on each call.
+pub(crate) const EAGER_THREADS: usize = 1;
+
+/// How long the queue must stay uncovered with no job finishing before
+/// the spawner starts one more thread beyond [`EAGER_THREADS`].
+pub(crate) const GROW_TICK: Duration = Duration::from_micros(100);
 
 /// One call handed to the pool: a function and the data it runs on.
 pub(crate) struct Job {
@@ -119,9 +167,6 @@ impl Job {
 /// A scheduler's blocking pool (see the module docs).
 pub(crate) struct BlockingPool {
     inner: Arc<Inner>,
-    /// Threads started and not yet joined; finished ones are forgotten when
-    /// the next one starts.
-    handles: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// What the pool's threads share with the submitters.
@@ -129,6 +174,13 @@ struct Inner {
     state: Mutex<State>,
     /// Idle threads wait here for a job or for shutdown.
     work: Condvar,
+    /// The spawner waits here for an uncovered job or for shutdown.
+    spawn: Condvar,
+    /// Pool threads started and not yet joined; finished ones are
+    /// forgotten when the next one starts.
+    handles: Mutex<Vec<JoinHandle<()>>>,
+    /// The spawner, once started, until shutdown joins it.
+    spawner: Mutex<Option<JoinHandle<()>>>,
     /// Threads running a job now (for `Stats`; written under the lock or by
     /// the thread that runs the job, read Relaxed).
     busy: AtomicUsize,
@@ -158,8 +210,24 @@ struct State {
     /// Claims on spinning threads not taken yet (`spinning + spin_claims`
     /// is the number of threads in their spin).
     spin_claims: usize,
+    /// Threads counted in `threads` that have not yet taken the lock in
+    /// their loop (started by the spawner, see "Growth").
+    starting: usize,
+    /// Jobs finished since the pool began: the spawner's sign of progress.
+    completed: u64,
+    /// The spawner was started (or is being started).
+    spawner: bool,
+    /// The spawner sleeps without a deadline: a submitter must wake it.
+    spawner_asleep: bool,
     /// No more jobs; threads drain the queue and exit.
     shutdown: bool,
+}
+
+impl State {
+    /// Some queued job is counted on by no claim and no starting thread.
+    fn uncovered(&self) -> bool {
+        self.queue.len() > self.notify + self.spin_claims + self.starting
+    }
 }
 
 impl BlockingPool {
@@ -175,9 +243,16 @@ impl BlockingPool {
                     notify: 0,
                     spinning: 0,
                     spin_claims: 0,
+                    starting: 0,
+                    completed: 0,
+                    spawner: false,
+                    spawner_asleep: false,
                     shutdown: false,
                 }),
                 work: Condvar::new(),
+                spawn: Condvar::new(),
+                handles: Mutex::new(Vec::new()),
+                spawner: Mutex::new(None),
                 busy: AtomicUsize::new(0),
                 queued: AtomicUsize::new(0),
                 threads: AtomicUsize::new(0),
@@ -185,7 +260,6 @@ impl BlockingPool {
                 keep_alive,
                 name,
             }),
-            handles: Mutex::new(Vec::new()),
         }
     }
 
@@ -221,16 +295,22 @@ impl BlockingPool {
             // Every thread is busy: the first to finish takes it.
             return Ok(());
         }
-        st.threads += 1;
-        inner.threads.store(st.threads, Ordering::Relaxed);
+        // No thread free: the spawner starts one, now or a tick later.
+        if st.spawner {
+            if st.spawner_asleep {
+                st.spawner_asleep = false;
+                inner.spawn.notify_one();
+            }
+            return Ok(());
+        }
+        st.spawner = true;
         let data = st.queue.back().map(Job::data);
         drop(st);
-        match self.start_thread() {
+        match self.start_spawner() {
             Ok(()) => Ok(()),
             Err(_) => {
                 let mut st = inner.state.lock();
-                st.threads -= 1;
-                inner.threads.store(st.threads, Ordering::Relaxed);
+                st.spawner = false;
                 // Take the job back unless a thread already took it (then
                 // it runs there, and the caller waits as usual).
                 let mine = st.queue.iter().rposition(|j| Some(j.data) == data);
@@ -245,15 +325,13 @@ impl BlockingPool {
         }
     }
 
-    fn start_thread(&self) -> std::io::Result<()> {
+    /// Starts the spawner (see "Growth" in the module docs).
+    fn start_spawner(&self) -> std::io::Result<()> {
         let inner = self.inner.clone();
         let h = std::thread::Builder::new()
-            .name(self.inner.name.clone())
-            .spawn(move || inner.work_loop())?;
-        let mut hs = self.handles.lock();
-        // Retired threads have exited; forget their handles.
-        hs.retain(|h| !h.is_finished());
-        hs.push(h);
+            .name(format!("{}-spawn", self.inner.name))
+            .spawn(move || inner.spawner_loop())?;
+        *self.inner.spawner.lock() = Some(h);
         Ok(())
     }
 
@@ -278,7 +356,13 @@ impl BlockingPool {
     pub(crate) fn shutdown(&self) {
         self.begin_shutdown();
         let me = std::thread::current().id();
-        let handles = std::mem::take(&mut *self.handles.lock());
+        // The spawner first: no thread starts once it is gone.
+        if let Some(h) = self.inner.spawner.lock().take() {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
+        }
+        let handles = std::mem::take(&mut *self.inner.handles.lock());
         for h in handles {
             if h.thread().id() != me {
                 let _ = h.join();
@@ -290,6 +374,7 @@ impl BlockingPool {
         let mut st = self.inner.state.lock();
         st.shutdown = true;
         self.inner.work.notify_all();
+        self.inner.spawn.notify_all();
     }
 }
 
@@ -302,10 +387,94 @@ impl Drop for BlockingPool {
 }
 
 impl Inner {
+    /// The spawner: starts pool threads while jobs are uncovered (see
+    /// "Growth" in the module docs), until shutdown.
+    fn spawner_loop(self: &Arc<Self>) {
+        let mut st = self.state.lock();
+        // `completed` and the time when the current tick began, if one is
+        // running.
+        let mut tick_from: Option<(u64, Instant)> = None;
+        loop {
+            if st.shutdown {
+                break;
+            }
+            if !st.uncovered() || st.threads >= self.max {
+                tick_from = None;
+                st.spawner_asleep = true;
+                self.spawn.wait(&mut st);
+                st.spawner_asleep = false;
+                continue;
+            }
+            let grow = match tick_from {
+                _ if st.threads < EAGER_THREADS => true,
+                // The queue moves: judge again a tick from now.
+                Some((from, _)) if st.completed != from => false,
+                Some((_, at)) => {
+                    let left = GROW_TICK.saturating_sub(at.elapsed());
+                    if !left.is_zero() {
+                        // Woken early: the rest of the tick.
+                        let _ = self.spawn.wait_for(&mut st, left);
+                        continue;
+                    }
+                    // A whole tick passed uncovered with no job finished.
+                    true
+                }
+                None => false,
+            };
+            if !grow {
+                tick_from = Some((st.completed, Instant::now()));
+                let _ = self.spawn.wait_for(&mut st, GROW_TICK);
+                continue;
+            }
+            tick_from = None;
+            st.threads += 1;
+            st.starting += 1;
+            self.threads.store(st.threads, Ordering::Relaxed);
+            drop(st);
+            let started = self.start_thread();
+            st = self.state.lock();
+            if started.is_err() {
+                st.threads -= 1;
+                st.starting -= 1;
+                self.threads.store(st.threads, Ordering::Relaxed);
+                if st.threads == 0 {
+                    // No thread to run them: run the queued jobs here.
+                    while let Some(job) = st.queue.pop_front() {
+                        self.queued.store(st.queue.len(), Ordering::Relaxed);
+                        drop(st);
+                        // SAFETY: as in `work_loop`: the job left the
+                        // queue, so it runs once, here.
+                        unsafe { (job.run)(job.data) };
+                        st = self.state.lock();
+                        st.completed += 1;
+                    }
+                } else {
+                    tick_from = Some((st.completed, Instant::now()));
+                    let _ = self.spawn.wait_for(&mut st, GROW_TICK);
+                }
+            }
+        }
+    }
+
+    /// Starts one pool thread (counted by the caller).
+    fn start_thread(self: &Arc<Self>) -> std::io::Result<()> {
+        let inner = self.clone();
+        let h = std::thread::Builder::new()
+            .name(self.name.clone())
+            .spawn(move || inner.work_loop())?;
+        let mut hs = self.handles.lock();
+        // Retired threads have exited; forget their handles.
+        hs.retain(|h| !h.is_finished());
+        hs.push(h);
+        Ok(())
+    }
+
     /// A pool thread: run jobs until idle for `keep_alive`, or until
     /// shutdown with the queue empty.
     fn work_loop(&self) {
         let mut st = self.state.lock();
+        // Counted by the spawner until here (see "Growth").
+        st.starting -= 1;
         loop {
             if let Some(job) = st.queue.pop_front() {
                 self.queued.store(st.queue.len(), Ordering::Relaxed);
@@ -317,6 +486,7 @@ impl Inner {
                 unsafe { (job.run)(job.data) };
                 self.busy.fetch_sub(1, Ordering::Relaxed);
                 st = self.state.lock();
+                st.completed += 1;
                 continue;
             }
             if st.shutdown {

@@ -1,0 +1,200 @@
+//! Reads of a regular file answered from the page cache in place
+//! (`preadv2` with `RWF_NOWAIT`) inside a task: `gofer::fs::File`'s
+//! `read`/`read_vectored`, and with `hooks` std's own `read`. They give the
+//! bytes and file positions std gives on a plain thread, for a cached file,
+//! a file dropped from the cache, a read at and across the end of the
+//! file, and a pipe; and a cached read starts no blocking-pool thread.
+
+use std::io::{IoSliceMut, Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use gofer::Scheduler;
+
+fn temp_file(tag: &str, len: usize) -> (PathBuf, Vec<u8>) {
+    let p = std::env::temp_dir().join(format!("gofer-nowait-{tag}-{}", std::process::id()));
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+    std::fs::write(&p, &data).unwrap();
+    (p, data)
+}
+
+fn sched() -> Scheduler {
+    Scheduler::builder().min_threads(1).build().unwrap()
+}
+
+/// Reads `path` in chunks of `chunk` bytes with `read`, recording each
+/// result and the position after it: the trace std gives.
+fn trace(f: &mut impl ReadSeek, chunk: usize) -> Vec<(usize, u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; chunk];
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        let pos = f.stream_position().unwrap();
+        out.push((n, pos, buf[..n].to_vec()));
+        if n == 0 {
+            return out;
+        }
+    }
+}
+
+trait ReadSeek: Read + Seek {}
+impl<T: Read + Seek> ReadSeek for T {}
+
+/// The whole file read back from a trace.
+fn joined(t: &[(usize, u64, Vec<u8>)]) -> Vec<u8> {
+    t.iter().flat_map(|(_, _, b)| b.iter().copied()).collect()
+}
+
+fn drop_from_cache(path: &Path) {
+    let f = std::fs::File::open(path).unwrap();
+    // SAFETY: a valid descriptor; advice only.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+}
+
+#[test]
+fn gofer_file_reads_give_stds_bytes_and_positions_cached_or_not() {
+    let (path, data) = temp_file("trace", 300 * 1024 + 123);
+    let expected = trace(&mut std::fs::File::open(&path).unwrap(), 8192);
+    assert_eq!(joined(&expected), data);
+    let s = sched();
+    for uncached in [false, true] {
+        if uncached {
+            drop_from_cache(&path);
+        }
+        let p = path.clone();
+        let got = s
+            .spawn(move || trace(&mut gofer::fs::File::open(&p).unwrap(), 8192))
+            .join()
+            .unwrap();
+        // A cached read may be short where std's was whole (the rest not
+        // cached): the bytes and the final position are what must agree.
+        assert_eq!(joined(&got), data, "uncached: {uncached}");
+        assert_eq!(got.last().unwrap().1, data.len() as u64);
+        if !uncached {
+            assert_eq!(got, expected, "a cached file reads as std's");
+        }
+    }
+    // Across and at the end of the file, after a seek, vectored.
+    let p = path.clone();
+    let len = data.len() as u64;
+    let (n1, pos1, n2, n3, vec_n, head) = s
+        .spawn(move || {
+            let mut f = gofer::fs::File::open(&p).unwrap();
+            f.seek(SeekFrom::End(-100)).unwrap();
+            let mut buf = [0u8; 4096];
+            let n1 = f.read(&mut buf).unwrap();
+            let pos1 = f.stream_position().unwrap();
+            let n2 = f.read(&mut buf).unwrap();
+            let n3 = f.read(&mut buf).unwrap();
+            f.seek(SeekFrom::Start(0)).unwrap();
+            let (mut a, mut b) = ([0u8; 10], [0u8; 20]);
+            let vec_n = f
+                .read_vectored(&mut [IoSliceMut::new(&mut a), IoSliceMut::new(&mut b)])
+                .unwrap();
+            let mut head = a.to_vec();
+            head.extend_from_slice(&b);
+            (n1, pos1, n2, n3, vec_n, head)
+        })
+        .join()
+        .unwrap();
+    assert_eq!((n1, pos1, n2, n3), (100, len, 0, 0));
+    assert_eq!((vec_n, &head[..]), (30, &data[..30]));
+    s.shutdown();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn cached_reads_in_a_task_start_no_pool_thread() {
+    let (path, data) = temp_file("nopool", 16 * 1024);
+    std::fs::read(&path).unwrap(); // in the page cache
+    let s = sched();
+    // Opened here, so that only the reads run in the task.
+    let f = gofer::fs::File::from_std(std::fs::File::open(&path).unwrap());
+    let got = s
+        .spawn(move || {
+            let mut f = f;
+            let mut all = Vec::new();
+            let mut buf = [0u8; 1000];
+            loop {
+                let n = f.read(&mut buf).unwrap();
+                if n == 0 {
+                    return all;
+                }
+                all.extend_from_slice(&buf[..n]);
+            }
+        })
+        .join()
+        .unwrap();
+    assert_eq!(got, data);
+    assert_eq!(
+        s.stats().blocking_threads,
+        0,
+        "a read the page cache answers went to the pool"
+    );
+    s.shutdown();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_pipe_reads_as_before() {
+    let (r, w) = std::io::pipe().unwrap();
+    let s = sched();
+    let reader = gofer::fs::File::from_std(std::fs::File::from(std::os::fd::OwnedFd::from(r)));
+    let h = s.spawn(move || {
+        let mut f = reader;
+        let mut got = Vec::new();
+        f.read_to_end(&mut got).unwrap();
+        let mut one = [0u8; 1];
+        (got, f.read(&mut one).unwrap())
+    });
+    let mut w = w;
+    for i in 0..50u8 {
+        w.write_all(&[i; 100]).unwrap();
+    }
+    drop(w);
+    let (got, after) = h.join().unwrap();
+    assert_eq!(got.len(), 5000);
+    assert!(got
+        .chunks(100)
+        .enumerate()
+        .all(|(i, c)| c.iter().all(|&b| b == i as u8)));
+    assert_eq!(after, 0, "end of the pipe");
+    s.shutdown();
+}
+
+/// With `hooks`, std's own reads of a file inside a task: the same bytes
+/// and positions as on a plain thread, and no pool thread while cached.
+#[cfg(feature = "hooks")]
+#[test]
+fn hooked_std_reads_give_stds_bytes_and_positions() {
+    let (path, data) = temp_file("hooked", 200 * 1024 + 5);
+    let expected = trace(&mut std::fs::File::open(&path).unwrap(), 8192);
+    let s = sched();
+    let f = std::fs::File::open(&path).unwrap();
+    let got = s.spawn(move || trace(&mut { f }, 8192)).join().unwrap();
+    assert_eq!(got, expected, "cached");
+    assert_eq!(
+        s.stats().blocking_threads,
+        0,
+        "a cached read went to the pool"
+    );
+    drop_from_cache(&path);
+    let f = std::fs::File::open(&path).unwrap();
+    let got = s.spawn(move || trace(&mut { f }, 8192)).join().unwrap();
+    assert_eq!(joined(&got), data, "uncached");
+    assert_eq!(got, expected, "a hooked read is never short before the end");
+    // A read larger than what is left stops at the end, not short.
+    let f = std::fs::File::open(&path).unwrap();
+    let (n, pos) = s
+        .spawn(move || {
+            let mut f = f;
+            f.seek(SeekFrom::End(-10)).unwrap();
+            let mut buf = [0u8; 64];
+            (f.read(&mut buf).unwrap(), f.stream_position().unwrap())
+        })
+        .join()
+        .unwrap();
+    assert_eq!((n, pos), (10, data.len() as u64));
+    s.shutdown();
+    let _ = std::fs::remove_file(&path);
+}
