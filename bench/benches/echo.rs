@@ -9,7 +9,9 @@
 //! The client is this process: one thread (a tokio current-thread runtime)
 //! driving every connection. On a 2-core machine it competes with the
 //! server's threads for the cores, so a figure measures the pair; the
-//! servers' own CPU time is printed beside it. Every echoed message is
+//! servers' own CPU time over the measured window (once every connection
+//! is up and the warm-up is over) is printed beside it, and divided by the
+//! round trips counted in that window. Every echoed message is
 //! checked byte for byte. A round trip counts if it started after the
 //! warm-up and ended before the run's end; latency is from the first byte
 //! written to the last byte read.
