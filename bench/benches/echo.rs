@@ -56,6 +56,13 @@ struct Args {
     #[arg(long, default_value_t = 1.0)]
     warmup: f64,
 
+    /// Extra servers as NAME=PATH: a prebuilt server binary (taking
+    /// `--addr` and `--threads`, printing `listening on ADDR` first) run as
+    /// server NAME, e.g. an older build of `echo_server` to compare against
+    /// in the same session. List NAME in `--servers` to run it.
+    #[arg(long = "server-bin", value_delimiter = ',')]
+    server_bins: Vec<String>,
+
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -115,6 +122,13 @@ fn main() {
         .servers
         .iter()
         .map(|s| {
+            let given = args
+                .server_bins
+                .iter()
+                .find_map(|b| b.split_once('=').filter(|(name, _)| name == s));
+            if let Some((_, path)) = given {
+                return (s.clone(), PathBuf::from(path));
+            }
             let ex = example_of(s).unwrap_or_else(|| panic!("unknown server `{s}`"));
             (s.clone(), example_bin(ex))
         })
