@@ -9,7 +9,9 @@
 //! The client is this process: one thread (a tokio current-thread runtime)
 //! driving every connection. On a 2-core machine it competes with the
 //! server's threads for the cores, so a figure measures the pair; the
-//! servers' own CPU time is printed beside it. Every echoed message is
+//! servers' own CPU time over the measured window (once every connection
+//! is up and the warm-up is over) is printed beside it, and divided by the
+//! round trips counted in that window. Every echoed message is
 //! checked byte for byte. A round trip counts if it started after the
 //! warm-up and ended before the run's end; latency is from the first byte
 //! written to the last byte read.
@@ -53,6 +55,13 @@ struct Args {
     /// Seconds of warm-up per run, not measured.
     #[arg(long, default_value_t = 1.0)]
     warmup: f64,
+
+    /// Extra servers as NAME=PATH: a prebuilt server binary (taking
+    /// `--addr` and `--threads`, printing `listening on ADDR` first) run as
+    /// server NAME, e.g. an older build of `echo_server` to compare against
+    /// in the same session. List NAME in `--servers` to run it.
+    #[arg(long = "server-bin", value_delimiter = ',')]
+    server_bins: Vec<String>,
 
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
@@ -113,6 +122,13 @@ fn main() {
         .servers
         .iter()
         .map(|s| {
+            let given = args
+                .server_bins
+                .iter()
+                .find_map(|b| b.split_once('=').filter(|(name, _)| name == s));
+            if let Some((_, path)) = given {
+                return (s.clone(), PathBuf::from(path));
+            }
             let ex = example_of(s).unwrap_or_else(|| panic!("unknown server `{s}`"));
             (s.clone(), example_bin(ex))
         })

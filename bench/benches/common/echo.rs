@@ -38,20 +38,25 @@ impl Server {
 
     /// User + system CPU time the server has used.
     pub fn cpu(&self) -> Duration {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<u64> = rest
-            .split_whitespace()
-            .skip(11)
-            .take(2)
-            .filter_map(|v| v.parse().ok())
-            .collect();
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        Duration::from_secs_f64(f.iter().sum::<u64>() as f64 / hz)
+        process_cpu(self.child.id())
     }
+}
+
+/// User + system CPU time process `pid` has used (all its threads), from
+/// `/proc/PID/stat` (clock-tick resolution).
+pub fn process_cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Duration::from_secs_f64(f.iter().sum::<u64>() as f64 / hz)
 }
 
 impl Drop for Server {
@@ -64,13 +69,20 @@ impl Drop for Server {
 /// What one run measured.
 pub struct Run {
     pub round_trips: u64,
+    /// The server's CPU time over the measured window (from the end of the
+    /// warm-up to the end of the run): the connecting and the warm-up
+    /// before it are not counted.
+    pub server_cpu: Duration,
     pub latencies_us: Vec<u32>,
     pub errors: u64,
 }
 
-/// Drives `n` connections to `addr` for `warmup + duration`.
+/// Drives `n` connections to `addr` for `warmup + duration`, once they are
+/// all connected; `server_cpu` reads the server's CPU time, at the start
+/// and at the end of the measured window.
 pub fn client(
     addr: SocketAddr,
+    server_cpu: impl Fn() -> Duration + Send + 'static,
     n: usize,
     size: usize,
     warmup: Duration,
@@ -89,6 +101,12 @@ pub fn client(
         }
         let from = Instant::now() + warmup;
         let until = from + duration;
+        let window = tokio::spawn(async move {
+            tokio::time::sleep_until(from.into()).await;
+            let cpu0 = server_cpu();
+            tokio::time::sleep_until(until.into()).await;
+            server_cpu().saturating_sub(cpu0)
+        });
         let tasks: Vec<_> = conns
             .into_iter()
             .enumerate()
@@ -118,6 +136,7 @@ pub fn client(
             .collect();
         let mut run = Run {
             round_trips: 0,
+            server_cpu: Duration::ZERO,
             latencies_us: Vec::new(),
             errors: 0,
         };
@@ -135,6 +154,7 @@ pub fn client(
                 }
             }
         }
+        run.server_cpu = window.await.expect("the CPU window task");
         run
     })
 }
@@ -186,10 +206,17 @@ pub fn run_row(
     warmup: Duration,
     duration: Duration,
 ) {
-    let cpu0 = server.cpu();
-    let t = Instant::now();
-    let mut run = client(server.addr, n, size, warmup, duration);
-    let cpu = server.cpu().saturating_sub(cpu0).as_secs_f64() / t.elapsed().as_secs_f64();
+    let pid = server.child.id();
+    let mut run = client(
+        server.addr,
+        move || process_cpu(pid),
+        n,
+        size,
+        warmup,
+        duration,
+    );
+    // The server's share of a core over the measured window.
+    let cpu = run.server_cpu.as_secs_f64() / duration.as_secs_f64();
     drop(server);
     run.latencies_us.sort_unstable();
     let q = |p: f64| {

@@ -8,6 +8,8 @@
 
 #[path = "args.rs"]
 mod args;
+#[path = "listen.rs"]
+mod listen;
 
 use std::io;
 use std::process::ExitCode;
@@ -27,7 +29,7 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     let idle = args.idle();
     let r = rt.block_on(async move {
-        let listener = TcpListener::bind(args.addr).await?;
+        let listener = listen::bind(args.addr)?;
         args::listening(listener.local_addr()?);
         tokio::spawn(accept_loop(listener, idle))
             .await

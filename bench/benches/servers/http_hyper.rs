@@ -12,6 +12,8 @@
 
 #[path = "args.rs"]
 mod args;
+#[path = "listen.rs"]
+mod listen;
 
 use std::convert::Infallible;
 use std::io;
@@ -36,7 +38,7 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     let idle = args.idle();
     let r = rt.block_on(async move {
-        let listener = TcpListener::bind(args.addr).await?;
+        let listener = listen::bind(args.addr)?;
         args::listening(listener.local_addr()?);
         // The accept loop runs on a worker, like gofer's accept task.
         tokio::spawn(accept_loop(listener, idle))

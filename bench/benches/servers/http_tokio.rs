@@ -11,6 +11,8 @@
 mod args;
 #[path = "../../../examples/common/http.rs"]
 mod http;
+#[path = "listen.rs"]
+mod listen;
 
 use std::io;
 use std::process::ExitCode;
@@ -30,7 +32,7 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     let idle = args.idle();
     let r = rt.block_on(async move {
-        let listener = TcpListener::bind(args.addr).await?;
+        let listener = listen::bind(args.addr)?;
         args::listening(listener.local_addr()?);
         // The accept loop runs on a worker, like gofer's accept task.
         tokio::spawn(accept_loop(listener, idle))
