@@ -416,6 +416,12 @@ fn a_scope_waits_for_its_cancelled_tasks() {
     in_child("a_scope_waits_for_its_cancelled_tasks", || {
         let s = sched();
         let unwound = AtomicUsize::new(0);
+        // Outlives the scope: the tasks' `recv` can only end by their
+        // cancellation. (Dropped inside the scope, it could end a `recv`
+        // whose cancellation was deferred behind a sibling's unwind, and
+        // that task would then return normally and meet its cancellation
+        // in `Count`'s `sleep`, outside any unwind, skipping the count.)
+        let (_tx, rx) = chan::bounded::<()>(0);
         {
             s.scope(|sc| {
                 struct Count<'a>(&'a AtomicUsize);
@@ -426,7 +432,6 @@ fn a_scope_waits_for_its_cancelled_tasks() {
                         self.0.fetch_add(1, Ordering::SeqCst);
                     }
                 }
-                let (_tx, rx) = chan::bounded::<()>(0);
                 let mut hs = Vec::new();
                 for _ in 0..3 {
                     let rx = rx.clone();
