@@ -7,56 +7,26 @@
 
 mod server_util;
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::Instant;
-
-use server_util::{assert_refused, example_bin, PATIENCE};
+use server_util::{assert_refused, run_within};
 
 const EXAMPLE: &str = "worker_pool";
 
-/// Runs the example with `args`; fails if it runs longer than
-/// [`PATIENCE`], exits with an error, or reports a panic. Returns its last
-/// line of output, `done: ...`.
+/// Runs the example with `args` (killed and failed after
+/// [`PATIENCE`](server_util::PATIENCE)); fails if it exits with an error or
+/// reports a panic. Returns its last line of output, `done: ...`.
 fn run_ok(args: &[&str]) -> String {
-    let mut child = Command::new(example_bin(EXAMPLE))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the example starts");
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{EXAMPLE} {args:?} still ran after {PATIENCE:?}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
-    let (mut out, mut err) = (String::new(), String::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(
-        status.success(),
-        "{EXAMPLE} {args:?}: {status}\n{out}\n{err}"
+    let out = run_within(EXAMPLE, args);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
     );
-    assert!(!err.contains("panicked"), "{err}");
-    out.lines().last().unwrap_or_default().to_string()
+    assert!(
+        out.status.success(),
+        "{EXAMPLE} {args:?}: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stdout.lines().last().unwrap_or_default().to_string()
 }
 
 /// The numbers after `done:` and `by`, and before `left` and `unsent`, in

@@ -88,6 +88,32 @@ pub fn run(name: &'static str, args: &[&str]) -> Output {
         .expect("the example runs")
 }
 
+/// Runs example `name` with `args` to completion, as [`run`] does, but
+/// kills it and fails the test if it runs longer than [`PATIENCE`].
+pub fn run_within(name: &'static str, args: &[&str]) -> Output {
+    let child = Command::new(example_bin(name))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the example starts");
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid fits a pid_t");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(PATIENCE) {
+        Ok(out) => out.expect("the example's output"),
+        Err(_) => {
+            // SAFETY: kill with the pid of our child, not yet reaped (its
+            // waiter has not returned).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{name} {args:?} still ran after {PATIENCE:?}");
+        }
+    }
+}
+
 /// A running example server, killed when dropped.
 pub struct Server {
     child: Child,
