@@ -34,8 +34,7 @@ use crate::runtime::lock::Mutex;
 use std::time::{Duration, Instant};
 
 use super::coop;
-use crate::runtime::io::uring::{self, StreamOp};
-use crate::runtime::io::{poll_fd, Interest, Registration};
+use crate::runtime::io::{poll_fd, stream_op, Interest, Registration, StreamOp};
 
 /// A timeout kept in an atomic: nanoseconds, 0 meaning none.
 #[derive(Default)]
@@ -312,7 +311,7 @@ impl<T: AsFd> Source<T> {
         }
         let fd = self.get_ref().as_fd().as_raw_fd();
         let t = self.timeout(Interest::Read);
-        uring::stream_op(fd, StreamOp::Recv(buf), t).map(|r| r.map_err(expired))
+        stream_op(fd, StreamOp::Recv(buf), t).map(|r| r.map_err(expired))
     }
 
     /// [`ring_read`](Self::ring_read) for a stream write.
@@ -322,7 +321,7 @@ impl<T: AsFd> Source<T> {
         }
         let fd = self.get_ref().as_fd().as_raw_fd();
         let t = self.timeout(Interest::Write);
-        uring::stream_op(fd, StreamOp::Send(buf), t).map(|r| r.map_err(expired))
+        stream_op(fd, StreamOp::Send(buf), t).map(|r| r.map_err(expired))
     }
 
     /// Waits once for `interest` (a non-blocking connect's completion); an

@@ -501,7 +501,7 @@ impl SchedulerBuilder {
             },
         };
         if io_driver == IoDriver::Uring {
-            if let Err(reason) = crate::runtime::io::uring::probe() {
+            if let Err(reason) = crate::runtime::io::uring_probe() {
                 return Err(ConfigError::IoDriver {
                     requested: "uring".to_string(),
                     reason,

@@ -52,7 +52,7 @@ use crate::coroutine::stacks::LocalStacks;
 use crate::coroutine::switch::{self, Entry, EntrySlot, Suspend};
 use crate::error::{contain, JoinError};
 
-use super::io::uring::Ring;
+use super::io::Ring;
 pub(crate) use super::processer_queues::{Push, NEW_QUEUE_INTERVAL};
 use super::processer_search::Watch;
 use super::processer_timers::FireBufs;

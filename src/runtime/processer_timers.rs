@@ -9,8 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::io::uring::{Ring, RingWaker};
-use super::io::BUSY_POLL;
+use super::io::{Ring, RingWaker, BUSY_POLL};
 use super::processer_shared::Kind;
 use super::task::{Runnable, TaskRef};
 use super::timer::{Action, TimerQueue};

@@ -15,3 +15,4 @@ pub(crate) mod uring;
 
 pub(crate) use reactor::{poll_fd, wait_once, Poller, Reactor, Registration, BUSY_POLL};
 pub(crate) use readiness::Interest;
+pub(crate) use uring::{probe as uring_probe, stream_op, Ring, RingWaker, StreamOp};
