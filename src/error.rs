@@ -99,6 +99,16 @@ pub enum ConfigError {
         /// The largest accepted number.
         max: usize,
     },
+    /// The IO driver asked for ([`SchedulerBuilder::io_driver`](crate::SchedulerBuilder::io_driver)
+    /// or `GOFER_IO`) cannot be had: io_uring is missing, disabled
+    /// (`kernel.io_uring_disabled`, a seccomp profile) or lacks an
+    /// operation the driver uses, or `GOFER_IO` names no driver.
+    IoDriver {
+        /// The driver asked for, as named.
+        requested: String,
+        /// Why it cannot be had.
+        reason: String,
+    },
 }
 
 impl ConfigError {
@@ -207,6 +217,11 @@ impl fmt::Display for ConfigError {
                 f,
                 "reserve_descriptors ({requested}) is out of range; accepted: 0 (leave the \
                  descriptor table alone) to {max}"
+            ),
+            ConfigError::IoDriver { requested, reason } => write!(
+                f,
+                "IO driver {requested:?} is unavailable: {reason}; accepted: epoll (always), \
+                 uring (where the kernel offers io_uring)"
             ),
         }
     }

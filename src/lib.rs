@@ -102,13 +102,13 @@ mod time; // sleep and user timers
 pub use coroutine::stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use coroutine::stacks::DEFAULT_STACK_CACHE;
 pub use error::{ConfigError, JoinError, ShutdownError, SpawnError};
+pub use runtime::config::{IoDriver, DEFAULT_RESERVE_DESCRIPTORS, MAX_RESERVE_DESCRIPTORS};
 pub use runtime::config::{
     SchedulerBuilder, DEFAULT_BLOCKING_IDLE_TIMEOUT, DEFAULT_BLOCKING_THREADS,
     DEFAULT_BLOCK_TIMEOUT, DEFAULT_DISPATCH_INTERVAL, DEFAULT_IDLE_THREAD_TIMEOUT,
     DEFAULT_MAX_THREADS, MAX_BLOCK_TIMEOUT, MAX_DISPATCH_INTERVAL, MAX_IDLE_THREAD_TIMEOUT,
     MAX_THREADS_LIMIT, MIN_BLOCK_TIMEOUT, MIN_DISPATCH_INTERVAL, MIN_IDLE_THREAD_TIMEOUT,
 };
-pub use runtime::config::{DEFAULT_RESERVE_DESCRIPTORS, MAX_RESERVE_DESCRIPTORS};
 pub use runtime::scheduler::Scheduler;
 pub use runtime::stats::{ProcesserStats, Stats};
 pub use runtime::task::TaskId;

@@ -2,6 +2,7 @@
 //! it to come back, over and over, against gofer's `examples/echo_server.rs`
 //! and its peers on tokio and may (`bench/benches/servers/echo_*.rs`), each run as
 //! its own process with the same thread count, one after the other.
+//! `gofer-uring` is gofer's server on the io_uring driver (`GOFER_IO=uring`).
 //!
 //! Run: `cargo bench -p gofer-bench --bench echo` (or through `scripts/http_bench.sh`);
 //! `cargo bench -p gofer-bench --bench echo -- --help` lists the flags.
@@ -29,7 +30,7 @@ use common::{load, raise_nofile, Server};
 #[derive(Parser, Debug)]
 #[command(
     name = "echo",
-    about = "Echo round trips per second: gofer, tokio and may servers."
+    about = "Echo round trips per second: gofer (epoll, and io_uring as gofer-uring), tokio and may servers."
 )]
 struct Args {
     /// Connection counts to run, comma-separated.
@@ -72,10 +73,20 @@ struct Args {
 /// the root package's example, its peers are this package's.
 fn example_of(server: &str) -> Option<(&'static str, &'static str)> {
     match server {
-        "gofer" => Some(("gofer", "echo_server")),
+        "gofer" | "gofer-uring" => Some(("gofer", "echo_server")),
         "tokio" => Some(("gofer-bench", "peer_echo_tokio")),
         "may" => Some(("gofer-bench", "peer_echo_may")),
         _ => None,
+    }
+}
+
+/// The IO driver gofer's server runs with (`GOFER_IO`): `gofer-uring` is
+/// the same server on the io_uring driver; every other name runs with
+/// epoll, whatever the environment of the bench says.
+fn gofer_io_of(server: &str) -> &'static str {
+    match server {
+        "gofer-uring" => "uring",
+        _ => "epoll",
     }
 }
 
@@ -150,6 +161,7 @@ fn main() {
                 "--threads",
                 &args.threads.to_string(),
             ]);
+            cmd.env("GOFER_IO", gofer_io_of(name));
             common::run_row(Server::start(cmd), name, n, args.size, warmup, duration);
         }
     }

@@ -34,7 +34,7 @@ use crate::runtime::lock::Mutex;
 use std::time::{Duration, Instant};
 
 use super::coop;
-use crate::runtime::io::{poll_fd, Interest, Registration};
+use crate::runtime::io::{poll_fd, stream_op, Interest, Registration, StreamOp};
 
 /// A timeout kept in an atomic: nanoseconds, 0 meaning none.
 #[derive(Default)]
@@ -299,6 +299,29 @@ impl<T: AsFd> Source<T> {
             }
         }
         r
+    }
+
+    /// A stream read through the running task's io_uring, with the read
+    /// timeout (expired: `WouldBlock`), when the uring driver serves it
+    /// (`runtime/io/uring.rs`, "Who uses a ring"); `None`: take the
+    /// readiness path ([`stream_io`](Self::stream_io)).
+    pub(crate) fn ring_read(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        if buf.is_empty() || self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Read);
+        stream_op(fd, StreamOp::Recv(buf), t).map(|r| r.map_err(expired))
+    }
+
+    /// [`ring_read`](Self::ring_read) for a stream write.
+    pub(crate) fn ring_write(&self, buf: &[u8]) -> Option<io::Result<usize>> {
+        if buf.is_empty() || self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Write);
+        stream_op(fd, StreamOp::Send(buf), t).map(|r| r.map_err(expired))
     }
 
     /// Waits once for `interest` (a non-blocking connect's completion); an

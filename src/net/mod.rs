@@ -235,6 +235,9 @@ macro_rules! stream_impls {
     ($t:ty) => {
         impl std::io::Read for &$t {
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if let Some(r) = self.inner.ring_read(buf) {
+                    return r;
+                }
                 let want = buf.len();
                 self.inner
                     .stream_io($crate::runtime::io::Interest::Read, want, |mut s| {
@@ -256,6 +259,9 @@ macro_rules! stream_impls {
 
         impl std::io::Write for &$t {
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if let Some(r) = self.inner.ring_write(buf) {
+                    return r;
+                }
                 self.inner
                     .stream_io($crate::runtime::io::Interest::Write, buf.len(), |mut s| {
                         std::io::Write::write(&mut s, buf)

@@ -86,6 +86,30 @@ pub(crate) struct Config {
     /// an unpinned task files it on another Processer, so that tests run
     /// the runtime's own code across every migration it can make.
     pub(crate) chaos: bool,
+    /// How tasks' socket reads and writes reach the kernel
+    /// (`SchedulerBuilder::io_driver`, or `GOFER_IO`).
+    pub(crate) io_driver: IoDriver,
+}
+
+/// How a scheduler's tasks do their socket IO
+/// ([`SchedulerBuilder::io_driver`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum IoDriver {
+    /// Readiness: an operation is tried at once, and a task whose socket
+    /// would block parks until epoll reports it ready. The default.
+    #[default]
+    Epoll,
+    /// Completion: a stream read or write of a task bound to a core
+    /// Processer is handed to that Processer's io_uring as one entry, and
+    /// the task parks until its completion arrives; the Processer submits
+    /// what its tasks queued and reaps completions once per turn of its
+    /// loop. Everything else (accept, connect, datagrams, the `hooks`
+    /// feature, tasks on `block_on` callers and extra Processers) waits
+    /// through epoll as with [`Epoll`](Self::Epoll). Building fails with
+    /// [`ConfigError::IoDriver`] where the kernel offers no io_uring
+    /// (too old, `kernel.io_uring_disabled`, a seccomp profile).
+    Uring,
 }
 
 /// Configures and starts a [`Scheduler`](crate::Scheduler).
@@ -119,6 +143,7 @@ pub struct SchedulerBuilder {
     migrate_started_tasks: bool,
     stall_report: Option<Duration>,
     reserve_descriptors: usize,
+    io_driver: Option<IoDriver>,
 }
 
 impl Default for SchedulerBuilder {
@@ -139,6 +164,7 @@ impl Default for SchedulerBuilder {
             migrate_started_tasks: false,
             stall_report: None,
             reserve_descriptors: DEFAULT_RESERVE_DESCRIPTORS,
+            io_driver: None,
         }
     }
 }
@@ -369,6 +395,17 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Which IO driver the scheduler's tasks use (see [`IoDriver`]). Not
+    /// set, the `GOFER_IO` environment variable decides (`epoll` or
+    /// `uring`), and without it [`IoDriver::Epoll`]. Asking for
+    /// [`IoDriver::Uring`] where io_uring is unavailable fails the build
+    /// with [`ConfigError::IoDriver`]: no silent fallback, so a benchmark
+    /// or a test never measures the other driver by mistake.
+    pub fn io_driver(mut self, driver: IoDriver) -> Self {
+        self.io_driver = Some(driver);
+        self
+    }
+
     pub(crate) fn validate(self) -> Result<Config, ConfigError> {
         for (setting, requested) in [
             ("min_threads", self.min_threads),
@@ -449,6 +486,28 @@ impl SchedulerBuilder {
         if self.name.contains('\0') {
             return Err(ConfigError::Name(self.name));
         }
+        let io_driver = match self.io_driver {
+            Some(d) => d,
+            None => match std::env::var("GOFER_IO") {
+                Err(_) => IoDriver::Epoll,
+                Ok(v) if v == "epoll" => IoDriver::Epoll,
+                Ok(v) if v == "uring" => IoDriver::Uring,
+                Ok(v) => {
+                    return Err(ConfigError::IoDriver {
+                        requested: v,
+                        reason: "GOFER_IO accepts epoll or uring".to_string(),
+                    })
+                }
+            },
+        };
+        if io_driver == IoDriver::Uring {
+            if let Err(reason) = crate::runtime::io::uring_probe() {
+                return Err(ConfigError::IoDriver {
+                    requested: "uring".to_string(),
+                    reason,
+                });
+            }
+        }
         Ok(Config {
             min_threads: min,
             max_threads: max,
@@ -466,6 +525,7 @@ impl SchedulerBuilder {
             stall_report: self.stall_report,
             reserve_descriptors: self.reserve_descriptors,
             chaos: std::env::var_os("GOFER_CHAOS_MIGRATE").is_some_and(|v| v == "1"),
+            io_driver,
         })
     }
 }

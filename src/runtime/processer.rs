@@ -32,7 +32,7 @@
 //! access is through `&ProcLocal`, since a running task reaches it through
 //! the thread-local pointer while the loop below it is suspended.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::VecDeque;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{fence, Ordering};
@@ -52,6 +52,7 @@ use crate::coroutine::stacks::LocalStacks;
 use crate::coroutine::switch::{self, Entry, EntrySlot, Suspend};
 use crate::error::{contain, JoinError};
 
+use super::io::Ring;
 pub(crate) use super::processer_queues::{Push, NEW_QUEUE_INTERVAL};
 use super::processer_search::Watch;
 use super::processer_timers::FireBufs;
@@ -103,6 +104,10 @@ pub(crate) struct ProcLocal {
     pub(super) woken: RefCell<Vec<Runnable>>,
     /// Scratch space of `fire_timers`.
     pub(super) fired: RefCell<FireBufs>,
+    /// This core Processer's io_uring, made at its first use under the
+    /// uring driver (`None` inside: it could not be made, and the tasks
+    /// here use the readiness path). See `runtime/io/uring.rs`.
+    pub(super) ring: OnceCell<Option<Ring>>,
     /// When the Processer last had work (for Extra retirement).
     pub(crate) idle_since: Cell<Option<Instant>>,
     /// Tasks pinned here because they switched out in the middle of an
@@ -164,6 +169,7 @@ impl ProcLocal {
             watch: RefCell::new(Watch::default()),
             woken: RefCell::new(Vec::new()),
             fired: RefCell::new(FireBufs::default()),
+            ring: OnceCell::new(),
             idle_since: Cell::new(None),
             unwind_pinned: Cell::new(0),
             bound: Cell::new(0),
@@ -459,7 +465,7 @@ impl ProcLocal {
             if self.sched.should_exit(self) {
                 break;
             }
-            if self.fire_timers() || self.poll_io_now() {
+            if self.fire_timers() || self.ring_turn() || self.poll_io_now() {
                 continue;
             }
             if let Some(t) = self.find_work() {

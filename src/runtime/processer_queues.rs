@@ -103,6 +103,7 @@ impl ProcLocal {
             // polled for a while, then the remote queues.
             self.clock.set(Instant::now());
             self.fire_timers();
+            self.ring_turn();
             self.poll_io_busy();
             self.watch_peers();
             if let Some(t) = self.pull_remote() {

@@ -327,6 +327,16 @@ impl ProcLocal {
         let recheck = self
             .pull_remote()
             .or_else(|| searched.then(|| self.steal(usize::MAX)).flatten());
+        if recheck.is_none() && self.ring_needs_turn() {
+            // Completions (or entries) arrived before the announcement
+            // could be seen by the ring's waker (`runtime/io/uring.rs`):
+            // take the turn instead of sleeping.
+            if self.cancel_sleep() {
+                self.sched.idle.idle_dec();
+            }
+            super::dispatcher::processer_awake(&self.sched);
+            return None;
+        }
         if let Some(t) = recheck {
             if self.cancel_sleep() {
                 self.sched.idle.idle_dec();

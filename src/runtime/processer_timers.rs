@@ -1,6 +1,7 @@
 //! A Processer's turn at the timers and the reactor: firing the timers
 //! due, sharing the tasks a large firing woke with sleeping Processers,
-//! and polling the IO manager between tasks or while it would sleep.
+//! polling the IO manager between tasks or while it would sleep, and the
+//! turns at its io_uring (`runtime/io/uring.rs`).
 //!
 //! Invariant: a woken task that is pinned or bound here runs here; only
 //! unpinned tasks are shared out, in shares worth a sleeper's wake-up.
@@ -8,9 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::io::BUSY_POLL;
+use super::io::{Ring, RingWaker, BUSY_POLL};
 use super::processer_shared::Kind;
-use super::task::Runnable;
+use super::task::{Runnable, TaskRef};
 use super::timer::{Action, TimerQueue};
 
 use super::processer::ProcLocal;
@@ -173,6 +174,51 @@ impl ProcLocal {
         let mut woken = self.woken.borrow_mut();
         poller.poll(Some(Duration::ZERO), &mut woken);
         drop(poller);
+        let any = !woken.is_empty();
+        self.accept_woken(&mut woken);
+        any
+    }
+
+    /// This Processer's ring, for the running task `task`, if the task may
+    /// use one (`runtime/io/uring.rs`, "Who uses a ring"): the uring driver,
+    /// a core Processer, and a task bound (or pinned) here. Made at the
+    /// first use and registered with the reactor; `None` for good if that
+    /// fails.
+    pub(crate) fn ring_for(&self, task: &TaskRef) -> Option<&Ring> {
+        if self.p.kind != Kind::Core
+            || self.sched.config.io_driver != crate::IoDriver::Uring
+            || task.pin() != Some(self.p.index)
+        {
+            return None;
+        }
+        self.ring
+            .get_or_init(|| {
+                let reactor = self.sched.reactor().ok()?;
+                let ring = Ring::new(reactor, RingWaker::new(self.p.clone(), &self.sched)).ok()?;
+                // A source now: somebody must be polling for its events.
+                self.sched.ensure_poller(reactor);
+                Some(ring)
+            })
+            .as_ref()
+    }
+
+    /// Whether this Processer's ring has entries to submit or completions
+    /// to reap.
+    pub(super) fn ring_needs_turn(&self) -> bool {
+        matches!(self.ring.get(), Some(Some(r)) if r.needs_turn())
+    }
+
+    /// A turn at this Processer's ring: submit what its tasks queued, reap
+    /// the completions, and queue the tasks they end. Returns whether any.
+    pub(super) fn ring_turn(&self) -> bool {
+        let Some(Some(ring)) = self.ring.get() else {
+            return false;
+        };
+        if !ring.needs_turn() {
+            return false;
+        }
+        let mut woken = self.woken.borrow_mut();
+        ring.turn(&mut woken);
         let any = !woken.is_empty();
         self.accept_woken(&mut woken);
         any

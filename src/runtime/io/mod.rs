@@ -4,11 +4,15 @@
 //! - `epoll.rs`: the OS layer (epoll, the eventfd that interrupts a wait);
 //! - `readiness.rs`: one socket's readiness word and its waiting tasks;
 //! - `reactor.rs`: who polls, how events become wake-ups, and the
-//!   registration lifecycle.
+//!   registration lifecycle;
+//! - `uring.rs`: the io_uring driver, a ring per core Processer through
+//!   which bound tasks' stream reads and writes complete.
 
 pub(crate) mod epoll;
 pub(crate) mod reactor;
 pub(crate) mod readiness;
+pub(crate) mod uring;
 
 pub(crate) use reactor::{poll_fd, wait_once, Poller, Reactor, Registration, BUSY_POLL};
 pub(crate) use readiness::Interest;
+pub(crate) use uring::{probe as uring_probe, stream_op, Ring, RingWaker, StreamOp};

@@ -71,6 +71,16 @@
 //! alive until the poller's step 3 at the earliest, and wakes only S's
 //! waiters: a later owner of the same fd number has a state of its own and
 //! a token of its own, so a stale event never wakes it.
+//!
+//! # Rings
+//!
+//! Under the io_uring driver each core Processer's ring descriptor is
+//! registered here too (`uring.rs`): a ring is readable when completions
+//! wait in it, so a Processer asleep (on its futex, or in this very wait)
+//! is woken when one of its tasks' operations completes. Its token is the
+//! address of its [`RingWaker`] with the low bit set (an `IoState` address
+//! is never odd); wakers live as long as the reactor (`rings`), so a late
+//! event never names a freed one.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -82,11 +92,15 @@ use crate::runtime::lock::{Mutex, MutexGuard};
 
 use super::epoll::{Epoll, Events, WAKE_TOKEN};
 use super::readiness::{from_epoll, Interest, IoState, ReadyEvent, TimedOut};
+use super::uring::RingWaker;
 use crate::runtime::context;
 use crate::runtime::task::{Runnable, TaskHeader};
 
 /// Events fetched per wait.
 const EVENTS: usize = 1024;
+
+/// The low bit of a ring's token (module docs, "Rings").
+const RING_TAG: u64 = 1;
 
 /// A busy Processer polls (without waiting) when nobody has for this long.
 pub(crate) const BUSY_POLL: Duration = Duration::from_micros(50);
@@ -107,6 +121,9 @@ pub(crate) struct Reactor {
     /// a Processer deciding how long to sleep without the role.
     blocking: AtomicBool,
     epoch: Instant,
+    /// The wakers of the rings ever registered (module docs, "Rings"):
+    /// one per core Processer that made a ring, kept until the reactor goes.
+    rings: Mutex<Vec<Arc<RingWaker>>>,
 }
 
 impl Reactor {
@@ -119,6 +136,7 @@ impl Reactor {
             last_poll: AtomicU64::new(0),
             blocking: AtomicBool::new(false),
             epoch: Instant::now(),
+            rings: Mutex::new(Vec::new()),
         })
     }
 
@@ -151,6 +169,25 @@ impl Reactor {
     /// Ends a wait in progress (or makes the next one return at once).
     pub(crate) fn wake(&self) {
         self.epoll.wake();
+    }
+
+    /// Registers a Processer's ring descriptor (module docs, "Rings"); it
+    /// counts as a source, so idle core Processers wait in this reactor.
+    pub(crate) fn register_ring(&self, fd: RawFd, waker: Arc<RingWaker>) -> io::Result<()> {
+        let token = Arc::as_ptr(&waker) as u64 | RING_TAG;
+        self.rings.lock().push(waker);
+        self.epoll.add(fd, token)?;
+        self.registered.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Removes a ring registered with [`register_ring`](Self::register_ring)
+    /// (before its descriptor closes). Its waker stays until the reactor
+    /// goes: an event fetched already may still name it.
+    pub(crate) fn deregister_ring(&self, fd: RawFd) {
+        if self.epoll.delete(fd).is_ok() {
+            self.registered.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     fn register(self: &Arc<Self>, fd: RawFd) -> io::Result<Registration> {
@@ -196,6 +233,13 @@ impl Poller<'_> {
         for (token, bits) in self.events.iter() {
             if token == WAKE_TOKEN {
                 r.epoll.drain_wake();
+                continue;
+            }
+            if token & RING_TAG != 0 {
+                // SAFETY: a ring's token is the address of its waker, which
+                // `rings` keeps alive as long as this reactor.
+                let waker = unsafe { &*((token & !RING_TAG) as *const RingWaker) };
+                waker.wake();
                 continue;
             }
             // SAFETY: the token is the address of a registered IoState,

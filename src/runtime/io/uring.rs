@@ -1,0 +1,489 @@
+//! The io_uring driver ([`IoDriver::Uring`](crate::IoDriver::Uring)): one
+//! ring per core Processer, through which the stream reads and writes of
+//! the tasks bound to it complete.
+//!
+//! # Who uses a ring
+//!
+//! A stream read (`recv`) or write (`send`) of a gofer socket, made by a
+//! task whose pin is the core Processer it runs on (every started task is
+//! bound to its Processer unless it opted in to migration: see
+//! ARCHITECTURE.md, "A started task stays on its thread"), on a scheduler
+//! built with the uring driver. Everything else keeps the readiness path of
+//! `source.rs` and the epoll reactor: accept, connect, datagrams, vectored
+//! IO, sockets in non-blocking mode, plain threads, tasks on a `block_on`
+//! caller or an extra Processer (they may leave for good and nobody would
+//! reap their ring), migratable tasks (their ring would be another
+//! thread's), and the `hooks` feature's calls.
+//!
+//! The ring is made at the first such operation on its Processer, and its
+//! descriptor registered with the scheduler's epoll reactor (a ring is
+//! readable when completions wait in it): a Processer asleep on its futex,
+//! or waiting in the reactor, is woken when a completion of one of its
+//! tasks arrives (`reactor.rs`, "Rings"). A Processer announcing its sleep
+//! looks at its ring after the announcement (`ProcLocal::sleep`), so a
+//! completion posted before the event could wake it is not slept through.
+//!
+//! # A loop turn
+//!
+//! A task queues its entry in the submission queue and parks; nothing
+//! enters the kernel then. The Processer, when it runs out of tasks and at
+//! its periodic look outward (every `NEW_QUEUE_INTERVAL` picks), takes a
+//! *turn*: one `io_uring_enter` if entries were queued since the last, then
+//! a look at the completion queue (shared memory, no system call), where
+//! each completion's `user_data` names the slot of the operation it ends.
+//!
+//! # An operation's states (the in-flight state machine)
+//!
+//! The slot ([`OpSlot`]) lives in the waiting task's frame, beside the
+//! buffer the kernel reads or writes; its address is the entry's
+//! `user_data`. The kernel may touch the buffer, and the Processer will
+//! write the slot, until the completion is reaped: so the frame must not
+//! be left before.
+//!
+//! ```text
+//!  state       slot.res  moved on by
+//!  QUEUED      None      task: entry pushed (user_data = &slot); it parks
+//!  IN FLIGHT   None      Processer: io_uring_enter at its turn
+//!  CANCELLING  None      task, woken by its deadline or its cancellation
+//!                        while not DONE: queues IORING_OP_ASYNC_CANCEL for
+//!                        its user_data and parks again, not cancellably
+//!  DONE        Some(r)   Processer: reaps the completion, stores r, then
+//!                        unparks the task
+//! ```
+//!
+//! The task returns, or unwinds, only from DONE. A deadline or a
+//! cancellation never ends the wait by itself: it moves the operation to
+//! CANCELLING, and the wait goes on until the kernel has given up the
+//! buffer. When the operation completed anyway (data came before the
+//! cancel), its result is kept: a read returns the bytes it got, and a
+//! cancelled task unwinds at its next wait (the rule of `task/cancel.rs`).
+//!
+//! Both sides run on one thread: the task is bound to the Processer whose
+//! ring holds its entry, and the Processer reaps only between tasks, when
+//! the task is switched out. So the slot is plain cells, and the task's
+//! header is alive when the Processer unparks it (the task cannot have
+//! left its wait before DONE). A panic cannot start inside the wait: its
+//! only steps are parks and the queueing of the cancel entry.
+//!
+//! # The ring's end
+//!
+//! A ring goes with its Processer, when the scheduler stops. Operations
+//! still in flight then belong to tasks that will never run again (the
+//! shutdown gave up on them), whose stacks are never freed; the ring asks
+//! the kernel to cancel them all and waits for their completions (without
+//! touching the slots) before it closes, for a bounded time, after which
+//! it is leaked on purpose (the kernel keeps its own reference to what it
+//! still uses).
+//!
+//! # Fork
+//!
+//! The `hooks` feature's fork handling knows nothing of rings: a child
+//! keeps using the epoll path for the hooked calls. A forked child must not
+//! use a scheduler of its parent in any case.
+//!
+//! # Why the `io-uring` crate
+//!
+//! The ring's queues are memory shared with the kernel, with memory
+//! barriers at fixed places and a layout that grew over kernel versions;
+//! tokio-rs's `io-uring` keeps them, the opcode encodings and the probe,
+//! and is the crate tokio-uring and monoio build on. The part written here
+//! is what is gofer's own: who submits, who reaps, and the state machine
+//! above.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::marker::PhantomPinned;
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::pin;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use super::reactor::Reactor;
+use super::readiness::TimedOut;
+use crate::runtime::context;
+use crate::runtime::processer_shared::ProcesserShared;
+use crate::runtime::shared::Shared;
+use crate::runtime::task::{self, Runnable, TaskHeader, TaskRef};
+use crate::runtime::timer::{park_covered, park_until};
+use crate::runtime::wait::WaitOn;
+use crate::task::cancel;
+
+/// Submission queue entries per ring. A full queue is submitted at once
+/// (`Ring::push`), so this bounds only the batch of one enter.
+const SQ_ENTRIES: u32 = 256;
+/// Completion queue entries per ring: room for every task of a busy
+/// Processer to have an operation in flight. Past it the kernel keeps the
+/// overflow (`IORING_FEAT_NODROP`) until the next turn makes room.
+const CQ_ENTRIES: u32 = 8192;
+/// The `user_data` of a cancel entry: its completion ends no slot.
+const CANCEL_DATA: u64 = 0;
+/// How long a ring's end waits for the completions of operations still in
+/// flight before it leaks the ring.
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
+/// Whether this kernel offers io_uring with the operations the driver
+/// uses; the reason if not.
+pub(crate) fn probe() -> Result<(), String> {
+    let ring = IoUring::new(2).map_err(|e| format!("io_uring_setup failed: {e}"))?;
+    let mut probe = io_uring::Probe::new();
+    ring.submitter()
+        .register_probe(&mut probe)
+        .map_err(|e| format!("the ring's operations cannot be probed: {e}"))?;
+    for (code, name) in [
+        (opcode::Recv::CODE, "IORING_OP_RECV"),
+        (opcode::Send::CODE, "IORING_OP_SEND"),
+        (opcode::AsyncCancel::CODE, "IORING_OP_ASYNC_CANCEL"),
+    ] {
+        if !probe.is_supported(code) {
+            return Err(format!("the kernel's io_uring lacks {name}"));
+        }
+    }
+    Ok(())
+}
+
+/// What a ring's readiness in the epoll reactor wakes: its Processer.
+pub(crate) struct RingWaker {
+    p: Arc<ProcesserShared>,
+    /// The scheduler of the Processer. Raw: the reactor that keeps this
+    /// waker is owned by the scheduler, and is polled only by threads that
+    /// hold the scheduler (its Processers and Dispatcher).
+    sched: *const Shared,
+}
+
+// SAFETY: `sched` is only read (through `&Shared`, which is Sync) while
+// the scheduler is alive (see the field); the rest is Send and Sync.
+unsafe impl Send for RingWaker {}
+// SAFETY: as above.
+unsafe impl Sync for RingWaker {}
+
+impl RingWaker {
+    pub(crate) fn new(p: Arc<ProcesserShared>, sched: &Arc<Shared>) -> Arc<RingWaker> {
+        Arc::new(RingWaker {
+            p,
+            sched: Arc::as_ptr(sched),
+        })
+    }
+
+    /// Wakes the ring's Processer if it sleeps (a no-op if it is awake:
+    /// it takes a turn at its ring before it sleeps again).
+    pub(crate) fn wake(&self) {
+        // SAFETY: called from a poll of the reactor, made by a thread that
+        // holds the scheduler (field docs), so `Shared` is alive.
+        let sched = unsafe { &*self.sched };
+        sched.wake_proc(&self.p);
+    }
+}
+
+/// One core Processer's ring. Only its Processer's thread touches it (the
+/// Processer at its turns, its bound tasks when they queue an entry).
+pub(crate) struct Ring {
+    /// Dropped by hand: leaked when operations outlive the drain (module
+    /// docs, "The ring's end").
+    ring: ManuallyDrop<RefCell<IoUring>>,
+    /// Entries queued whose completion has not been reaped (cancel entries
+    /// included).
+    in_flight: Cell<usize>,
+    /// Entries queued since the last enter.
+    unsubmitted: Cell<usize>,
+    reactor: Weak<Reactor>,
+}
+
+impl Ring {
+    /// A ring, registered with `reactor` so that `waker` wakes its
+    /// Processer when completions arrive.
+    pub(crate) fn new(reactor: &Arc<Reactor>, waker: Arc<RingWaker>) -> io::Result<Ring> {
+        let ring = IoUring::builder()
+            .setup_cqsize(CQ_ENTRIES)
+            .setup_clamp()
+            .build(SQ_ENTRIES)?;
+        reactor.register_ring(ring.as_raw_fd(), waker)?;
+        Ok(Ring {
+            ring: ManuallyDrop::new(RefCell::new(ring)),
+            in_flight: Cell::new(0),
+            unsubmitted: Cell::new(0),
+            reactor: Arc::downgrade(reactor),
+        })
+    }
+
+    /// Queues `e`; a full submission queue is submitted first.
+    ///
+    /// # Safety
+    /// Whatever `e` points at (its buffer, and the slot its `user_data`
+    /// names unless it is [`CANCEL_DATA`]) stays valid and unmoved until its
+    /// completion is reaped (module docs).
+    unsafe fn push(&self, e: &squeue::Entry) -> io::Result<()> {
+        let mut ring = self.ring.borrow_mut();
+        loop {
+            // SAFETY: the caller's contract.
+            if unsafe { ring.submission().push(e) }.is_ok() {
+                break;
+            }
+            ring.submit()?;
+            self.unsubmitted.set(0);
+        }
+        self.unsubmitted.set(self.unsubmitted.get() + 1);
+        self.in_flight.set(self.in_flight.get() + 1);
+        Ok(())
+    }
+
+    /// Whether a turn has anything to do: entries to submit, or
+    /// completions to reap.
+    pub(crate) fn needs_turn(&self) -> bool {
+        if self.in_flight.get() == 0 {
+            return false;
+        }
+        self.unsubmitted.get() != 0 || !self.ring.borrow_mut().completion().is_empty()
+    }
+
+    /// A loop turn (module docs): submits what was queued, reaps the
+    /// completions, and pushes the tasks they end on `woken`.
+    pub(crate) fn turn(&self, woken: &mut Vec<Runnable>) {
+        if self.in_flight.get() == 0 {
+            return;
+        }
+        let mut ring = self.ring.borrow_mut();
+        if self.unsubmitted.get() != 0 {
+            // An error (EBUSY while the kernel holds overflowed
+            // completions, EINTR) leaves the entries queued for the next
+            // turn, after this one reaped.
+            if ring.submit().is_ok() {
+                self.unsubmitted.set(0);
+            }
+        }
+        for cqe in ring.completion() {
+            self.in_flight.set(self.in_flight.get() - 1);
+            let data = cqe.user_data();
+            if data == CANCEL_DATA {
+                continue;
+            }
+            // SAFETY: `data` is the address of the slot of an operation in
+            // flight, which its task keeps in place until this completion
+            // is reaped (module docs): this is that moment.
+            let slot = unsafe { &*(data as *const OpSlot) };
+            slot.res.set(Some(cqe.result()));
+            // SAFETY: the task is in its wait until it sees `res` (module
+            // docs), so its header is alive; `task` came from a TaskRef.
+            if let Some(r) = unsafe { task::unpark_raw(slot.task) } {
+                woken.push(r);
+            }
+        }
+    }
+}
+
+impl Drop for Ring {
+    /// Cancels what is still in flight and waits for the completions
+    /// (module docs, "The ring's end"), then leaves the reactor.
+    fn drop(&mut self) {
+        let ring = self.ring.get_mut();
+        if let Some(r) = self.reactor.upgrade() {
+            r.deregister_ring(ring.as_raw_fd());
+        }
+        if self.in_flight.get() != 0 {
+            self.drain();
+        }
+        if self.in_flight.get() == 0 {
+            // SAFETY: dropped once, here; nothing of the kernel's refers to
+            // our memory any more.
+            unsafe { ManuallyDrop::drop(&mut self.ring) };
+        }
+        // Otherwise the ring is leaked: the kernel still holds buffers in
+        // stacks that are never freed, and keeps its queues mapped too.
+    }
+}
+
+impl Ring {
+    /// Asks the kernel to cancel every operation in flight and reaps
+    /// completions (without touching the slots: their tasks never run
+    /// again) until none is left or [`DRAIN_LIMIT`] passes.
+    fn drain(&mut self) {
+        let ring = self.ring.get_mut();
+        let all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+            .build()
+            .user_data(CANCEL_DATA);
+        let until = Instant::now() + DRAIN_LIMIT;
+        let ts = types::Timespec::new().nsec(10_000_000);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let mut queued = false;
+        while self.in_flight.get() != 0 && Instant::now() < until {
+            if !queued {
+                // SAFETY: the cancel entry points at nothing of ours.
+                queued = unsafe { ring.submission().push(&all) }.is_ok();
+                if queued {
+                    self.in_flight.set(self.in_flight.get() + 1);
+                }
+            }
+            let _ = ring.submitter().submit_with_args(1, &args);
+            let n = ring.completion().count();
+            self.in_flight.set(self.in_flight.get() - n);
+        }
+    }
+}
+
+/// The slot of one operation in flight, in its task's frame (module docs).
+struct OpSlot {
+    /// The waiting task (a pointer from its `TaskRef`).
+    task: *const TaskHeader,
+    /// The completion's result: `None` until DONE.
+    res: Cell<Option<i32>>,
+    _pin: PhantomPinned,
+}
+
+/// What [`queue_here`] did.
+enum Queued {
+    /// The running task may not use a ring here (module docs, "Who uses a
+    /// ring"), or none could be made: nothing was queued.
+    NotHere,
+    /// Queued on this Processer's ring.
+    Yes,
+    /// The ring refused it.
+    Failed(io::Error),
+}
+
+/// Queues `e` on the ring of the running task's Processer, if the task may
+/// use it (made at the first use).
+///
+/// # Safety
+/// As [`Ring::push`].
+#[inline(never)]
+unsafe fn queue_here(task: &TaskRef, e: &squeue::Entry) -> Queued {
+    let p = context::current_proc_ptr();
+    if p.is_null() {
+        return Queued::NotHere;
+    }
+    // SAFETY: the ProcLocal of this thread's Processer loop, which outlives
+    // the task running on it.
+    let local = unsafe { &*p };
+    let Some(ring) = local.ring_for(task) else {
+        return Queued::NotHere;
+    };
+    // SAFETY: the caller's contract.
+    match unsafe { ring.push(e) } {
+        Ok(()) => Queued::Yes,
+        Err(e) => Queued::Failed(e),
+    }
+}
+
+/// A stream operation for the ring.
+pub(crate) enum StreamOp<'a> {
+    /// `recv` into the buffer.
+    Recv(&'a mut [u8]),
+    /// `send` from the buffer (with `MSG_NOSIGNAL`, as std's).
+    Send(&'a [u8]),
+}
+
+/// Runs `op` on `fd` through the running task's ring and waits for it (at
+/// most `timeout`, whose expiry is `TimedOut`); `None` when the ring may
+/// not serve it (module docs, "Who uses a ring"): the caller takes the
+/// readiness path. A cancelled task unwinds from the wait once its
+/// operation is DONE.
+pub(crate) fn stream_op(
+    fd: RawFd,
+    op: StreamOp<'_>,
+    timeout: Option<Duration>,
+) -> Option<io::Result<usize>> {
+    let h = context::current_task_ptr()?;
+    // SAFETY: the running task's header is alive while it runs.
+    if unsafe { &*h }.shared.config.io_driver != crate::IoDriver::Uring {
+        return None;
+    }
+    // SAFETY: as above; the pointer came from the Runnable its Processer
+    // holds.
+    let task = unsafe { TaskRef::clone_from_ptr(h) };
+    let slot = pin!(OpSlot {
+        task: task.as_ptr(),
+        res: Cell::new(None),
+        _pin: PhantomPinned,
+    });
+    let data = &*slot as *const OpSlot as u64;
+    let (entry, on) = match op {
+        StreamOp::Recv(buf) => (
+            opcode::Recv::new(types::Fd(fd), buf.as_mut_ptr(), clamp_len(buf.len())).build(),
+            WaitOn::Readable(fd),
+        ),
+        StreamOp::Send(buf) => (
+            opcode::Send::new(types::Fd(fd), buf.as_ptr(), clamp_len(buf.len()))
+                .flags(libc::MSG_NOSIGNAL)
+                .build(),
+            WaitOn::Writable(fd),
+        ),
+    };
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: the buffer is borrowed for this call and the slot is pinned
+    // in this frame; `wait` returns (or unwinds) only once the operation is
+    // DONE, its completion reaped.
+    match unsafe { queue_here(&task, &entry.user_data(data)) } {
+        Queued::NotHere => return None,
+        Queued::Failed(e) => return Some(Err(e)),
+        Queued::Yes => {}
+    }
+    Some(match wait(&task, &slot, deadline, on) {
+        Ok(n) if n >= 0 => Ok(n as usize),
+        Ok(n) => Err(io::Error::from_raw_os_error(-n)),
+        Err(TimedOut) => Err(io::ErrorKind::TimedOut.into()),
+    })
+}
+
+/// A length the entry can carry (the kernel moves at most that much in
+/// one operation anyway).
+fn clamp_len(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Parks until the operation of `slot` is DONE and returns its result,
+/// moving it to CANCELLING first when `deadline` passes (then `TimedOut`
+/// unless it completed anyway) or the task is cancelled (then an unwind,
+/// unless it completed anyway).
+fn wait(
+    task: &TaskRef,
+    slot: &OpSlot,
+    deadline: Option<Instant>,
+    on: WaitOn,
+) -> Result<i32, TimedOut> {
+    loop {
+        if let Some(r) = slot.res.get() {
+            return Ok(r);
+        }
+        let cancelled = cancel::interrupted();
+        if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
+            let r = withdraw(task, slot, on);
+            if r != -libc::ECANCELED {
+                return Ok(r);
+            }
+            if cancelled {
+                // DONE: nothing of the operation is left in the kernel.
+                cancel::unwind();
+            }
+            return Err(TimedOut);
+        }
+        park_until(task, cancel::recheck(deadline), on);
+    }
+}
+
+/// CANCELLING: asks the kernel to cancel the operation of `slot`, and
+/// parks, not cancellably and without a deadline, until it is DONE.
+fn withdraw(task: &TaskRef, slot: &OpSlot, on: WaitOn) -> i32 {
+    let cancel = opcode::AsyncCancel::new(slot as *const OpSlot as u64)
+        .build()
+        .user_data(CANCEL_DATA);
+    let mut queued = false;
+    loop {
+        if let Some(r) = slot.res.get() {
+            return r;
+        }
+        if !queued {
+            // SAFETY: a cancel entry points at nothing; its completion
+            // names no slot.
+            queued = matches!(unsafe { queue_here(task, &cancel) }, Queued::Yes);
+        }
+        if queued {
+            park_covered(task, None, on);
+        } else {
+            // The ring refused the cancel for now (its queue full and the
+            // enter failing): try again shortly; the operation stays ours.
+            park_until(task, Some(Instant::now() + Duration::from_millis(1)), on);
+        }
+    }
+}
