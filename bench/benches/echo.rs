@@ -5,7 +5,8 @@
 //! `gofer-uring` is gofer's server on the io_uring driver (`GOFER_IO=uring`).
 //!
 //! Run: `cargo bench -p gofer-bench --bench echo` (or through `scripts/http_bench.sh`);
-//! `--syscalls` adds the server's system calls per round trip (`perf stat`);
+//! `--syscalls` adds the server's system calls per round trip (`perf stat`) and
+//! the spread of the connections' mean latencies;
 //! `cargo bench -p gofer-bench --bench echo -- --help` lists the flags.
 //!
 //! The client is this process: one thread (a tokio current-thread runtime)
@@ -67,7 +68,8 @@ struct Args {
 
     /// Also count the server's system calls per round trip over the
     /// measured window, with `perf stat` on the syscall tracepoints (which
-    /// cost the server CPU: compare CPU and latency from runs without it).
+    /// cost the server CPU: compare CPU and latency from runs without it),
+    /// and print the spread of the connections' mean latencies.
     #[arg(long)]
     syscalls: bool,
 

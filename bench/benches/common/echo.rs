@@ -74,6 +74,9 @@ pub struct Run {
     /// before it are not counted.
     pub server_cpu: Duration,
     pub latencies_us: Vec<u32>,
+    /// Each connection's mean latency, in µs (connections with a round
+    /// trip in the window).
+    pub conn_means_us: Vec<f64>,
     pub errors: u64,
 }
 
@@ -138,11 +141,16 @@ pub fn client(
             round_trips: 0,
             server_cpu: Duration::ZERO,
             latencies_us: Vec::new(),
+            conn_means_us: Vec::new(),
             errors: 0,
         };
         for t in tasks {
             match t.await.expect("a client task") {
                 Ok((done, lat)) => {
+                    if !lat.is_empty() {
+                        let sum: f64 = lat.iter().map(|&l| f64::from(l)).sum();
+                        run.conn_means_us.push(sum / lat.len() as f64);
+                    }
                     run.round_trips += done;
                     run.latencies_us.extend(lat);
                 }
@@ -276,7 +284,8 @@ impl SyscallCount {
 }
 
 /// [`run_row`], and with `syscalls` the server's system calls per round
-/// trip over the measured window (`perf stat` on the tracepoints; they
+/// trip over the measured window and the spread of the connections' mean
+/// latencies (`perf stat` on the tracepoints; they
 /// cost the server some CPU, so the row's CPU figures are not comparable
 /// to a run without them).
 pub fn run_row_with(
@@ -330,6 +339,23 @@ pub fn run_row_with(
         run.errors
     );
     if syscalls {
+        // How evenly the connections were served: the spread of their
+        // mean latencies (a tail made by a few slow connections shows as
+        // a high maximum; one made by every connection now and then, not).
+        run.conn_means_us.sort_unstable_by(f64::total_cmp);
+        let m = &run.conn_means_us;
+        let at = |p: f64| {
+            m.get(((m.len() as f64 - 1.0) * p).round() as usize)
+                .map_or(f64::NAN, |&v| v / 1000.0)
+        };
+        println!(
+            "{:>11}  {name:<6} per-connection mean latency: min {:.3}ms, median {:.3}ms, p90 {:.3}ms, max {:.3}ms",
+            "",
+            at(0.0),
+            at(0.5),
+            at(0.9),
+            at(1.0)
+        );
         let per: Vec<String> = count
             .counts()
             .iter()
