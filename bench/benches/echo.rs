@@ -5,6 +5,8 @@
 //! `gofer-uring` is gofer's server on the io_uring driver (`GOFER_IO=uring`).
 //!
 //! Run: `cargo bench -p gofer-bench --bench echo` (or through `scripts/http_bench.sh`);
+//! `--syscalls` adds the server's system calls per round trip (`perf stat`) and
+//! the spread of the connections' mean latencies;
 //! `cargo bench -p gofer-bench --bench echo -- --help` lists the flags.
 //!
 //! The client is this process: one thread (a tokio current-thread runtime)
@@ -64,6 +66,13 @@ struct Args {
     #[arg(long = "server-bin", value_delimiter = ',')]
     server_bins: Vec<String>,
 
+    /// Also count the server's system calls per round trip over the
+    /// measured window, with `perf stat` on the syscall tracepoints (which
+    /// cost the server CPU: compare CPU and latency from runs without it),
+    /// and print the spread of the connections' mean latencies.
+    #[arg(long)]
+    syscalls: bool,
+
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -81,12 +90,14 @@ fn example_of(server: &str) -> Option<(&'static str, &'static str)> {
 }
 
 /// The IO driver gofer's server runs with (`GOFER_IO`): `gofer-uring` is
-/// the same server on the io_uring driver; every other name runs with
-/// epoll, whatever the environment of the bench says.
+/// the same server on the io_uring driver, and so is any `--server-bin`
+/// whose name starts with `gofer-uring`; every other name runs with epoll,
+/// whatever the environment of the bench says.
 fn gofer_io_of(server: &str) -> &'static str {
-    match server {
-        "gofer-uring" => "uring",
-        _ => "epoll",
+    if server.starts_with("gofer-uring") {
+        "uring"
+    } else {
+        "epoll"
     }
 }
 
@@ -162,7 +173,15 @@ fn main() {
                 &args.threads.to_string(),
             ]);
             cmd.env("GOFER_IO", gofer_io_of(name));
-            common::run_row(Server::start(cmd), name, n, args.size, warmup, duration);
+            common::run_row_with(
+                Server::start(cmd),
+                name,
+                n,
+                args.size,
+                warmup,
+                duration,
+                args.syscalls,
+            );
         }
     }
     println!("load average after: {}", load());

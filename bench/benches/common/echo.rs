@@ -74,6 +74,9 @@ pub struct Run {
     /// before it are not counted.
     pub server_cpu: Duration,
     pub latencies_us: Vec<u32>,
+    /// Each connection's mean latency, in µs (connections with a round
+    /// trip in the window).
+    pub conn_means_us: Vec<f64>,
     pub errors: u64,
 }
 
@@ -138,11 +141,16 @@ pub fn client(
             round_trips: 0,
             server_cpu: Duration::ZERO,
             latencies_us: Vec::new(),
+            conn_means_us: Vec::new(),
             errors: 0,
         };
         for t in tasks {
             match t.await.expect("a client task") {
                 Ok((done, lat)) => {
+                    if !lat.is_empty() {
+                        let sum: f64 = lat.iter().map(|&l| f64::from(l)).sum();
+                        run.conn_means_us.push(sum / lat.len() as f64);
+                    }
                     run.round_trips += done;
                     run.latencies_us.extend(lat);
                 }
@@ -206,10 +214,105 @@ pub fn run_row(
     warmup: Duration,
     duration: Duration,
 ) {
+    run_row_with(server, name, n, size, warmup, duration, false);
+}
+
+/// The system calls `perf stat` counts on the server with
+/// `--syscalls`: every entry, then the ones an echo server makes.
+const SYSCALL_EVENTS: &[&str] = &[
+    "raw_syscalls:sys_enter",
+    "syscalls:sys_enter_recvfrom",
+    "syscalls:sys_enter_sendto",
+    "syscalls:sys_enter_read",
+    "syscalls:sys_enter_write",
+    "syscalls:sys_enter_epoll_wait",
+    "syscalls:sys_enter_epoll_pwait",
+    "syscalls:sys_enter_epoll_pwait2",
+    "syscalls:sys_enter_io_uring_enter",
+    "syscalls:sys_enter_futex",
+    "syscalls:sys_enter_sched_yield",
+];
+
+/// `perf stat` attached to the server over the measured window.
+struct SyscallCount {
+    pid: u32,
+    out: std::path::PathBuf,
+    perf: std::sync::Mutex<Option<Child>>,
+}
+
+impl SyscallCount {
+    /// Starts `perf stat` on the first call, stops it on the second.
+    fn toggle(&self) {
+        let mut perf = self.perf.lock().expect("perf's lock");
+        match perf.take() {
+            None => {
+                let child = Command::new("perf")
+                    .args(["stat", "-x,", "-e", &SYSCALL_EVENTS.join(","), "-p"])
+                    .arg(self.pid.to_string())
+                    .arg("-o")
+                    .arg(&self.out)
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("perf (linux-perf) to count system calls");
+                *perf = Some(child);
+            }
+            Some(mut child) => {
+                // SAFETY: kill with a pid of our own child.
+                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+                let _ = child.wait();
+            }
+        }
+    }
+
+    /// The counts `perf` wrote: (event, count) in `SYSCALL_EVENTS` order.
+    fn counts(&self) -> Vec<(String, u64)> {
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.out);
+        text.lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                let count = f.first()?.parse().ok()?;
+                let event = f
+                    .get(2)?
+                    .rsplit(':')
+                    .next()?
+                    .trim_start_matches("sys_enter_");
+                Some((event.to_string(), count))
+            })
+            .collect()
+    }
+}
+
+/// [`run_row`], and with `syscalls` the server's system calls per round
+/// trip over the measured window and the spread of the connections' mean
+/// latencies (`perf stat` on the tracepoints; they
+/// cost the server some CPU, so the row's CPU figures are not comparable
+/// to a run without them).
+pub fn run_row_with(
+    server: Server,
+    name: &str,
+    n: usize,
+    size: usize,
+    warmup: Duration,
+    duration: Duration,
+    syscalls: bool,
+) {
     let pid = server.child.id();
+    let count = std::sync::Arc::new(SyscallCount {
+        pid,
+        out: std::env::temp_dir().join(format!("echo-syscalls-{}-{pid}", std::process::id())),
+        perf: std::sync::Mutex::new(None),
+    });
+    let counter = count.clone();
     let mut run = client(
         server.addr,
-        move || process_cpu(pid),
+        move || {
+            let cpu = process_cpu(pid);
+            if syscalls {
+                counter.toggle();
+            }
+            cpu
+        },
         n,
         size,
         warmup,
@@ -235,4 +338,34 @@ pub fn run_row(
         cpu * 100.0,
         run.errors
     );
+    if syscalls {
+        // How evenly the connections were served: the spread of their
+        // mean latencies (a tail made by a few slow connections shows as
+        // a high maximum; one made by every connection now and then, not).
+        run.conn_means_us.sort_unstable_by(f64::total_cmp);
+        let m = &run.conn_means_us;
+        let at = |p: f64| {
+            m.get(((m.len() as f64 - 1.0) * p).round() as usize)
+                .map_or(f64::NAN, |&v| v / 1000.0)
+        };
+        println!(
+            "{:>11}  {name:<6} per-connection mean latency: min {:.3}ms, median {:.3}ms, p90 {:.3}ms, max {:.3}ms",
+            "",
+            at(0.0),
+            at(0.5),
+            at(0.9),
+            at(1.0)
+        );
+        let per: Vec<String> = count
+            .counts()
+            .iter()
+            .filter(|(_, c)| *c > 0)
+            .map(|(e, c)| format!("{e} {:.2}", *c as f64 / run.round_trips.max(1) as f64))
+            .collect();
+        println!(
+            "{:>11}  {name:<6} system calls per round trip: {}",
+            "",
+            per.join(", ")
+        );
+    }
 }
