@@ -271,3 +271,58 @@ fn a_batch_of_bound_tasks_woken_from_outside_runs_within_a_bounded_number_of_yie
     );
     s.shutdown();
 }
+
+/// A task bound to a busy Processer and woken from another thread waits
+/// behind the Processer's local queue, not for its periodic look outward:
+/// the push into its remote pinned queue asks it to look at its next pick.
+/// Counted in the yielder's picks, not in time: with one yielder queued
+/// locally the woken task runs within a few picks, where waiting for the
+/// periodic look took anything up to 61 (half of them on average).
+#[test]
+fn a_bound_task_woken_from_another_thread_runs_within_a_few_picks_of_a_busy_processer() {
+    let s = one_thread("fair-remote");
+    let count = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (c, st) = (count.clone(), stop.clone());
+    let yielder = s.spawn(move || {
+        while !st.load(Ordering::Acquire) {
+            c.fetch_add(1, Ordering::Relaxed);
+            gofer::yield_now();
+        }
+    });
+    let mut waits = Vec::new();
+    for _ in 0..40 {
+        let (task_tx, task_rx) = mpsc::channel();
+        let (woke_tx, woke_rx) = mpsc::channel();
+        let c = count.clone();
+        let sleeper = s.spawn(move || {
+            task_tx.send(gofer::current()).expect("receiver alive");
+            // Spurious wake-ups are allowed: park until the flag is seen.
+            gofer::park();
+            woke_tx
+                .send(c.load(Ordering::Relaxed))
+                .expect("receiver alive");
+        });
+        let task = task_rx.recv_timeout(PATIENCE).expect("the sleeper ran");
+        // Let it park (it has started: it is bound to the one Processer).
+        common::wait_until("the sleeper to park", || {
+            s.dump().tasks().iter().any(|t| {
+                t.id() == sleeper.id().as_u64() && t.state() == gofer::debug::TaskState::Parked
+            })
+        });
+        let before = count.load(Ordering::Relaxed);
+        task.unpark();
+        let after = woke_rx.recv_timeout(PATIENCE).expect("the sleeper woke");
+        waits.push(after - before);
+        sleeper.join().expect("the sleeper ends");
+    }
+    stop.store(true, Ordering::Release);
+    yielder.join().expect("the yielder ends");
+    s.shutdown();
+    waits.sort_unstable();
+    let median = waits[waits.len() / 2];
+    assert!(
+        median <= 8,
+        "a woken bound task waited {median} picks of the yielder (median; all: {waits:?})"
+    );
+}

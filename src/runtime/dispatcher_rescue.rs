@@ -316,7 +316,7 @@ impl Dispatcher {
     /// Step 6: timers and readiness no Processer is looking after.
     ///
     /// - A busy Processer reads the clock for its timers only every 61st
-    ///   pick: when its earliest timer is due, raise its `timers_due` flag,
+    ///   pick: when its earliest timer is due, raise its `look_out` bit,
     ///   which it reads at every pick. One that is blocked, or stuck in one
     ///   long task, cannot: fire its timers overdue by more than
     ///   [`timer::OVERDUE`] (their tasks go through the routing, which
@@ -348,7 +348,7 @@ impl Dispatcher {
                 s.take_fired(p.index, now, &mut self.due, &mut self.fired);
                 deliver_fired(s, procs, p, &mut self.fired);
             } else {
-                p.timers_due.store(true, Ordering::Relaxed);
+                p.ask_look_out(super::processer_shared::LOOK_TIMERS);
             }
         }
         let Some(r) = s.reactor_with_sources() else {

@@ -196,7 +196,7 @@ impl ProcLocal {
     /// `NEW_QUEUE_INTERVAL - 1` direct switches in a row.
     #[inline(always)]
     pub(crate) fn begin_direct(&self) -> Option<(Runnable, ::context::Context)> {
-        if !self.direct || self.p.timers_due.load(Ordering::Relaxed) {
+        if !self.direct || self.p.look_out.load(Ordering::Relaxed) != 0 {
             return None;
         }
         let tick = self.tick.get().wrapping_add(1);

@@ -17,7 +17,7 @@ use crossbeam_deque::Steal;
 
 use super::context;
 use super::dispatcher;
-use super::processer_shared::{drain_injector, ProcesserShared};
+use super::processer_shared::{drain_injector, ProcesserShared, LOOK_REMOTE, LOOK_TIMERS};
 use super::task::Runnable;
 
 use super::processer::ProcLocal;
@@ -94,9 +94,18 @@ impl ProcLocal {
         }
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
-        if self.p.timers_due.load(Ordering::Relaxed) {
-            self.p.timers_due.store(false, Ordering::Relaxed);
-            self.fire_timers();
+        if self.p.look_out.load(Ordering::Relaxed) != 0 {
+            // Acquire: pairs with the setter's Release (`ask_look_out`).
+            let look = self.p.look_out.swap(0, Ordering::Acquire);
+            if look & LOOK_TIMERS != 0 {
+                self.fire_timers();
+            }
+            // Tasks pushed into the remote pinned queue (`route.rs`,
+            // `push_batch_to`) go to the back of the local pinned queue, in
+            // turn with the rest (not ahead of it).
+            if look & LOOK_REMOTE != 0 && !self.p.pinned.is_empty() {
+                self.take_pinned_remote();
+            }
         }
         if tick % NEW_QUEUE_INTERVAL == 0 {
             // The periodic look outward: due timers, readiness nobody

@@ -19,7 +19,7 @@
 //! | gc             | `Vec`                | owner only                 | owner only, in batches              |
 //!
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::Instant;
@@ -115,11 +115,18 @@ pub(crate) struct ProcesserShared {
     /// must write the reactor's eventfd, not only unpark the thread (see
     /// `runtime/io/reactor.rs` for both sides).
     pub(crate) in_poll: AtomicBool,
-    /// Set by the Dispatcher when this (busy) Processer's earliest timer is
-    /// due: the owner, which reads the clock for its timers only every
-    /// 61st pick, looks at this flag at every pick and fires them. Relaxed:
-    /// a hint; the timers themselves are under their queue's lock.
-    pub(crate) timers_due: AtomicBool,
+    /// Asks this (busy) Processer to look outward at its next pick rather
+    /// than at its periodic look (every 61st pick), as bits: [`LOOK_TIMERS`],
+    /// set by the Dispatcher when its earliest timer is due, and
+    /// [`LOOK_REMOTE`], set by a push into its remote pinned queue
+    /// (`route.rs`, `push_batch_to`). The owner reads it at every pick and
+    /// fires its due timers or takes its remote pinned queue. A hint: the
+    /// timers are under their queue's lock, the queue is crossbeam's (the
+    /// Release `fetch_or` after a push and the owner's Acquire swap make the
+    /// pushed tasks visible to that pick). A setter writes only a bit not
+    /// already set, so pushes to a busy Processer do not keep writing the
+    /// line the owner reads at every pick.
+    pub(crate) look_out: AtomicU8,
     /// Marked by the Dispatcher: the running task has not switched out for
     /// longer than the block timeout.
     pub(crate) blocked: AtomicBool,
@@ -289,6 +296,23 @@ impl ProcesserShared {
     }
 }
 
+/// [`ProcesserShared::look_out`]: a timer of this Processer is due.
+pub(crate) const LOOK_TIMERS: u8 = 1;
+/// [`ProcesserShared::look_out`]: tasks wait in its remote pinned queue.
+pub(crate) const LOOK_REMOTE: u8 = 2;
+
+impl ProcesserShared {
+    /// Raises `bit` of [`look_out`](Self::look_out) unless it is set
+    /// already (no write then). Release: what the caller pushed before is
+    /// visible to the owner's pick that takes the bit.
+    #[inline]
+    pub(crate) fn ask_look_out(&self, bit: u8) {
+        if self.look_out.load(Ordering::Relaxed) & bit == 0 {
+            self.look_out.fetch_or(bit, Ordering::Release);
+        }
+    }
+}
+
 pub(crate) fn drain_injector(q: &Injector<Runnable>, out: &mut Vec<Runnable>) {
     loop {
         match q.steal() {
@@ -331,7 +355,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         listed: AtomicBool::new(false),
         search_handoff: AtomicBool::new(false),
         in_poll: AtomicBool::new(false),
-        timers_due: AtomicBool::new(false),
+        look_out: AtomicU8::new(0),
         blocked: AtomicBool::new(false),
         blocked_since: Mutex::new(None),
         behind: AtomicUsize::new(0),

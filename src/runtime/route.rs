@@ -170,9 +170,11 @@ impl Shared {
         tasks: impl IntoIterator<Item = Runnable>,
     ) -> bool {
         let mut movable = false;
+        let mut pinned = false;
         for r in tasks {
             if r.header().pin().is_some() {
                 target.pinned.push(r);
+                pinned = true;
             } else {
                 target.new.push(r);
                 movable = true;
@@ -191,6 +193,13 @@ impl Shared {
         }
         if movable {
             dispatcher::work_queued(self, target);
+        }
+        if pinned {
+            // A busy target takes its remote pinned queue at its next pick,
+            // not only at its periodic look outward: tasks that can run
+            // only there (bound ones, woken from other threads) wait behind
+            // its local queue, not behind `NEW_QUEUE_INTERVAL` picks.
+            target.ask_look_out(processer_shared::LOOK_REMOTE);
         }
         true
     }

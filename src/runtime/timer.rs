@@ -18,7 +18,7 @@
 //! # Who fires
 //!
 //! - **The owner**, as part of its loop: every 61st pick (with the new-queue
-//!   check), whenever the Dispatcher raised its `timers_due` flag (checked
+//!   check), whenever the Dispatcher raised its `look_out` bit (checked
 //!   at every pick), at each round of a search, and whenever it runs out of
 //!   work, it takes the due entries and queues their tasks as one batch
 //!   (below). This is where the timer work of a busy scheduler goes.
