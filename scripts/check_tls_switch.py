@@ -113,6 +113,10 @@ SKIP_EDGES_DEFAULT = (
     ("gofer::runtime::io::epoll::Epoll::wake", "write",
      "the reactor's wake-up writes its eventfd, neither a socket nor a pipe, "
      "which the hooks pass to libc"),
+    ("crossbeam_epoch::default::default_collector",
+     "crossbeam_epoch::sync::once_lock::OnceLock<T>::initialize",
+     "crossbeam's collector is made once per process; SchedulerBuilder::build "
+     "makes it (a steal) before any task runs, so the Once never waits then"),
 )
 
 # objdump -d listing lines.

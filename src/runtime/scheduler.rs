@@ -145,6 +145,12 @@ impl SchedulerBuilder {
         crate::coroutine::panic_hook::label_tasks_with(super::context::label_current);
         crate::coroutine::panic_hook::install();
         crate::hooks::keep();
+        // crossbeam's epoch collector is made once per process, at its first
+        // use, behind a `Once`; make it here, before any task of this
+        // scheduler runs, so that no steal in a task (or in the Dispatcher)
+        // is ever the one that waits for it (`scripts/check_tls_switch.py`
+        // counts on it).
+        let _ = crossbeam_deque::Worker::<u8>::new_fifo().stealer().steal();
         let shared = Shared::new(config);
         for started in 0..shared.config.min_threads {
             if let Err(e) = shared.start_processer(Kind::Core) {

@@ -251,14 +251,26 @@ thread_local! {
 
 /// Runs `f` (dropping a never-run closure) with [`dropping_cancelled`]
 /// answering `cancelled`. Called outside any task, on a Processer.
+///
+/// The thread-local is touched only in the small functions below, never
+/// inlined here: `f` may reach a hooked call that can switch (a destructor
+/// that prints), and the TLS check (`scripts/check_tls_switch.py`) wants
+/// no function that touches a thread-local on such a path.
 pub(crate) fn dropping_unrun<R>(cancelled: bool, f: impl FnOnce() -> R) -> R {
-    let prev = DROPPING_CANCELLED.replace(cancelled);
+    let prev = set_dropping_cancelled(cancelled);
     let r = f();
-    DROPPING_CANCELLED.set(prev);
+    set_dropping_cancelled(prev);
     r
 }
 
+/// Sets what [`dropping_cancelled`] answers; returns what it answered.
+#[inline(never)]
+fn set_dropping_cancelled(cancelled: bool) -> bool {
+    DROPPING_CANCELLED.replace(cancelled)
+}
+
 /// Whether the closure being dropped unrun belongs to a cancelled task.
+#[inline(never)]
 pub(crate) fn dropping_cancelled() -> bool {
     DROPPING_CANCELLED.get()
 }
