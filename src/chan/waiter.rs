@@ -385,6 +385,16 @@ impl Waiter {
 
     #[inline(always)]
     fn wait_as(&self, deadline: Option<Instant>, cancellable: bool) -> Outcome {
+        // Whether the task was asked to stop, looked at each time round
+        // (the request may come while it is parked). Only then does it look
+        // further (the mask, an unwind in progress, through the
+        // thread-local): one load of its own header's flag otherwise.
+        let asked = || {
+            cancellable
+                && !self.task.is_null()
+                // SAFETY: `task` is the running task's header (see `park`).
+                && unsafe { &*self.task }.cancel_requested()
+        };
         let backoff = Backoff::new();
         loop {
             // Acquire: pairs with the Release `DONE` store in
@@ -410,7 +420,7 @@ impl Waiter {
                 RETRY => return Outcome::Retry,
                 // Cancelled: take the operation back unless a peer claimed
                 // it first (then wait for DONE: its value is not lost).
-                _ if cancellable && crate::task::cancel::interrupted() => {
+                _ if asked() && crate::task::cancel::interrupted() => {
                     if self.try_abort() {
                         return Outcome::Aborted;
                     }
@@ -424,7 +434,7 @@ impl Waiter {
                 _ => {
                     // A deferred cancellation parks with a short deadline
                     // (`cancel::recheck`).
-                    let until = if cancellable {
+                    let until = if asked() {
                         crate::task::cancel::recheck(deadline)
                     } else {
                         deadline

@@ -214,9 +214,14 @@ pub(crate) fn park_or_yield(h: &TaskHeader) {
 /// ([`JoinHandle::cancel`](crate::JoinHandle::cancel)): a loop that only
 /// yields is cancellable.
 pub fn yield_now() {
-    if context::current_task_ptr().is_some() {
+    if let Some(h) = context::current_task_ptr() {
         switch_out(Suspend::Yield);
-        super::cancel::checkpoint();
+        // SAFETY: the running task's header is alive while it runs, and a
+        // task keeps its header wherever it resumes. One load of its flag;
+        // the thread-local look-ups of `checkpoint` only once asked.
+        if unsafe { &*h }.cancel_requested() {
+            super::cancel::checkpoint();
+        }
     } else {
         std::thread::yield_now();
     }
