@@ -385,16 +385,10 @@ impl Waiter {
 
     #[inline(always)]
     fn wait_as(&self, deadline: Option<Instant>, cancellable: bool) -> Outcome {
-        // Whether the task was asked to stop, looked at each time round
-        // (the request may come while it is parked). Only then does it look
-        // further (the mask, an unwind in progress, through the
-        // thread-local): one load of its own header's flag otherwise.
-        let asked = || {
-            cancellable
-                && !self.task.is_null()
-                // SAFETY: `task` is the running task's header (see `park`).
-                && unsafe { &*self.task }.cancel_requested()
-        };
+        // The running task's header, when the wait observes cancellation
+        // (`task/cancel.rs`; a thread waiter has none).
+        // SAFETY: `task` is the running task's header (see `park`).
+        let cancel_by = (cancellable && !self.task.is_null()).then(|| unsafe { &*self.task });
         let backoff = Backoff::new();
         loop {
             // Acquire: pairs with the Release `DONE` store in
@@ -420,7 +414,7 @@ impl Waiter {
                 RETRY => return Outcome::Retry,
                 // Cancelled: take the operation back unless a peer claimed
                 // it first (then wait for DONE: its value is not lost).
-                _ if asked() && crate::task::cancel::interrupted() => {
+                _ if cancel_by.is_some_and(crate::task::cancel::interrupted_in) => {
                     if self.try_abort() {
                         return Outcome::Aborted;
                     }
@@ -434,10 +428,9 @@ impl Waiter {
                 _ => {
                     // A deferred cancellation parks with a short deadline
                     // (`cancel::recheck`).
-                    let until = if asked() {
-                        crate::task::cancel::recheck(deadline)
-                    } else {
-                        deadline
+                    let until = match cancel_by {
+                        Some(h) => crate::task::cancel::recheck_in(h, deadline),
+                        None => deadline,
                     };
                     match until {
                         None => self.park(),

@@ -103,7 +103,7 @@ use std::time::Duration;
 use crate::error::ShutdownError;
 use crate::runtime::context;
 use crate::runtime::scheduler::Scheduler;
-use crate::runtime::task::{self, TaskRef};
+use crate::runtime::task::{self, TaskHeader, TaskRef};
 
 /// The unwind payload of a cancelled task. Private: nothing outside this
 /// crate can make one, so a user's own panic is never taken for a
@@ -151,16 +151,16 @@ pub fn is_cancelled() -> bool {
 /// abort). Outside a task, false.
 #[inline]
 pub(crate) fn interrupted() -> bool {
-    match context::current_task_ptr() {
-        Some(h) => {
-            // SAFETY: the running task's header is alive while it runs.
-            let h = unsafe { &*h };
-            h.cancel_requested()
-                && h.cancel_mask.load(Ordering::Relaxed) == 0
-                && !std::thread::panicking()
-        }
-        None => false,
-    }
+    // SAFETY: the running task's header is alive while it runs.
+    context::current_task_ptr().is_some_and(|h| interrupted_in(unsafe { &*h }))
+}
+
+/// [`interrupted`] for a wait that holds the running task's header `h`
+/// already: one load of its flag, and no thread-local look-up, unless the
+/// task was asked to stop.
+#[inline]
+pub(crate) fn interrupted_in(h: &TaskHeader) -> bool {
+    h.cancel_requested() && h.cancel_mask.load(Ordering::Relaxed) == 0 && !std::thread::panicking()
 }
 
 /// How often a wait looks again at a cancellation it had to defer because
@@ -176,19 +176,33 @@ const RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
 /// sleep on with its wake-up spent.
 #[inline]
 pub(crate) fn recheck(deadline: Option<std::time::Instant>) -> Option<std::time::Instant> {
-    if !(is_cancelled() && std::thread::panicking()) {
+    match context::current_task_ptr() {
+        // SAFETY: the running task's header is alive while it runs.
+        Some(h) => recheck_in(unsafe { &*h }, deadline),
+        None => deadline,
+    }
+}
+
+/// [`recheck`] for a wait that holds the running task's header `h`
+/// already (see [`interrupted_in`]).
+#[inline]
+pub(crate) fn recheck_in(
+    h: &TaskHeader,
+    deadline: Option<std::time::Instant>,
+) -> Option<std::time::Instant> {
+    if !(h.cancel_requested() && std::thread::panicking()) {
         return deadline;
     }
-    recheck_slow(deadline)
+    recheck_slow(h, deadline)
 }
 
 #[cold]
 #[inline(never)]
-fn recheck_slow(deadline: Option<std::time::Instant>) -> Option<std::time::Instant> {
-    let masked = context::current_task_ptr()
-        // SAFETY: the running task's header is alive while it runs.
-        .is_some_and(|h| unsafe { &*h }.cancel_mask.load(Ordering::Relaxed) != 0);
-    if masked {
+fn recheck_slow(
+    h: &TaskHeader,
+    deadline: Option<std::time::Instant>,
+) -> Option<std::time::Instant> {
+    if h.cancel_mask.load(Ordering::Relaxed) != 0 {
         return deadline;
     }
     let soon = std::time::Instant::now() + RECHECK;
@@ -238,6 +252,15 @@ pub(crate) fn unwind() -> ! {
 #[inline]
 pub(crate) fn checkpoint() {
     if interrupted() {
+        unwind();
+    }
+}
+
+/// [`checkpoint`] for a wait that holds the running task's header `h`
+/// already (see [`interrupted_in`]).
+#[inline]
+pub(crate) fn checkpoint_in(h: &TaskHeader) {
+    if interrupted_in(h) {
         unwind();
     }
 }

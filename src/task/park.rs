@@ -217,11 +217,8 @@ pub fn yield_now() {
     if let Some(h) = context::current_task_ptr() {
         switch_out(Suspend::Yield);
         // SAFETY: the running task's header is alive while it runs, and a
-        // task keeps its header wherever it resumes. One load of its flag;
-        // the thread-local look-ups of `checkpoint` only once asked.
-        if unsafe { &*h }.cancel_requested() {
-            super::cancel::checkpoint();
-        }
+        // task keeps its header wherever it resumes.
+        super::cancel::checkpoint_in(unsafe { &*h });
     } else {
         std::thread::yield_now();
     }

@@ -469,7 +469,7 @@ impl IoState {
             node: ptr,
         };
         loop {
-            let cancelled = cancellable && crate::task::cancel::interrupted();
+            let cancelled = cancellable && crate::task::cancel::interrupted_in(task);
             if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
                 drop(guard); // unlinks the node unless the reactor did
                 return if node.notified.get() {
@@ -482,7 +482,7 @@ impl IoState {
             }
             // The socket's entry fires by the deadline (linked above). A
             // deferred cancellation looks again soon (`cancel::recheck`).
-            match cancellable.then(|| crate::task::cancel::recheck(deadline)) {
+            match cancellable.then(|| crate::task::cancel::recheck_in(task, deadline)) {
                 Some(Some(soon)) if Some(soon) != deadline => {
                     crate::runtime::timer::park_until(task, Some(soon), on);
                 }

@@ -446,7 +446,7 @@ fn wait(
         if let Some(r) = slot.res.get() {
             return Ok(r);
         }
-        let cancelled = cancel::interrupted();
+        let cancelled = cancel::interrupted_in(task);
         if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
             let r = withdraw(task, slot, on);
             if r != -libc::ECANCELED {
@@ -458,7 +458,7 @@ fn wait(
             }
             return Err(TimedOut);
         }
-        park_until(task, cancel::recheck(deadline), on);
+        park_until(task, cancel::recheck_in(task, deadline), on);
     }
 }
 
