@@ -12,9 +12,11 @@
 //!      direction ready, and go back to 1;
 //!    - on a plain thread, wait in `poll(2)` and go back to 1.
 //!
-//! A read or write timeout becomes the deadline of the wait, and an expired
-//! one is `EAGAIN` (`ErrorKind::WouldBlock`), the error std's blocking
-//! sockets give when their `SO_RCVTIMEO`/`SO_SNDTIMEO` passes. (The reactor
+//! A read or write timeout becomes the deadline of the operation's waits,
+//! counted from its first wait (an operation that never waits reads no
+//! clock), and an expired one is `EAGAIN` (`ErrorKind::WouldBlock`), the
+//! error std's blocking sockets give when their `SO_RCVTIMEO`/`SO_SNDTIMEO`
+//! passes. (The reactor
 //! and `poll_fd` say `TimedOut`; [`expired`] turns that into std's error.
 //! A connect's wait keeps `TimedOut`, as `connect_timeout` does in std.)
 //!
@@ -231,7 +233,13 @@ impl<T: AsFd> Source<T> {
         timeout: Option<Duration>,
         mut f: impl FnMut(&T) -> io::Result<R>,
     ) -> io::Result<R> {
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        // The deadline is fixed at the operation's first wait, not at its
+        // start: an operation that does not wait (most writes) reads no
+        // clock.
+        let mut deadline = None;
+        let mut deadline_of = |timeout: Option<Duration>| {
+            *deadline.get_or_insert_with(|| timeout.and_then(|t| Instant::now().checked_add(t)))
+        };
         let io = self.get_ref();
         // Every operation spends from the task's budget, which a wait
         // refills (see `coop.rs`); a non-blocking one never switches.
@@ -248,7 +256,8 @@ impl<T: AsFd> Source<T> {
             let seen = self.reg.get().map(|r| r.readiness(interest));
             if let (Some(r), Some(ev)) = (self.reg.get(), seen) {
                 if !waited && !ev.is_ready() && !self.is_nonblocking() {
-                    r.wait_cancellable(interest, deadline).map_err(expired)?;
+                    r.wait_cancellable(interest, deadline_of(timeout))
+                        .map_err(expired)?;
                     coop::refill();
                     waited = true;
                     continue;
@@ -265,7 +274,8 @@ impl<T: AsFd> Source<T> {
                         r.clear(ev);
                         continue;
                     }
-                    self.wait_first(interest, deadline).map_err(expired)?;
+                    self.wait_first(interest, deadline_of(timeout))
+                        .map_err(expired)?;
                     coop::refill();
                     waited = true;
                 }

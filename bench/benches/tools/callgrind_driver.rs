@@ -18,7 +18,12 @@
 //! - `bursts N`: the same in bursts of 1,000 (a spawn + join), so that
 //!   later bursts reuse what earlier ones freed;
 //! - `chan N`: two tasks ping-pong `N` values over two unbounded channels
-//!   (a round trip).
+//!   (a round trip);
+//! - `echo N`: 8 loopback TCP connections, each a client task that writes
+//!   1 KiB and reads it back and a server task that echoes it, both with
+//!   read and write timeouts, as `examples/echo_server.rs` does; `N` round
+//!   trips in all (a round trip: the user-space instructions of the epoll
+//!   path, the system calls themselves not counted).
 
 use std::process::ExitCode;
 
@@ -28,11 +33,13 @@ fn main() -> ExitCode {
         args.first(),
         args.get(1).and_then(|n| n.parse::<usize>().ok()),
     ) {
-        (Some(m), Some(n)) if ["yield", "spawn", "bursts", "chan"].contains(&m.as_str()) => {
+        (Some(m), Some(n))
+            if ["yield", "spawn", "bursts", "chan", "echo"].contains(&m.as_str()) =>
+        {
             (m.clone(), n)
         }
         _ => {
-            eprintln!("usage: callgrind_driver yield|spawn|bursts|chan N");
+            eprintln!("usage: callgrind_driver yield|spawn|bursts|chan|echo N");
             return ExitCode::from(2);
         }
     };
@@ -70,6 +77,7 @@ fn main() -> ExitCode {
                 }
             }
         }),
+        "echo" => sched.block_on(move || echo(n)),
         _ => {
             let (tx1, rx1) = gofer::chan::unbounded::<usize>();
             let (tx2, rx2) = gofer::chan::unbounded::<usize>();
@@ -91,4 +99,47 @@ fn main() -> ExitCode {
     }
     sched.shutdown();
     ExitCode::SUCCESS
+}
+
+/// The `echo` scenario: `n` round trips over `CONNS` connections.
+fn echo(n: usize) {
+    use std::io::{Read, Write};
+    use std::time::Duration;
+    const CONNS: usize = 8;
+    const SIZE: usize = 1024;
+    let timeout = Some(Duration::from_secs(60));
+    let listener = gofer::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("its address");
+    let mut hs = Vec::new();
+    for k in 0..CONNS {
+        let mut c = gofer::net::TcpStream::connect(addr).expect("connect");
+        let (mut s, _) = listener.accept().expect("accept");
+        for t in [&c, &s] {
+            t.set_read_timeout(timeout).unwrap();
+            t.set_write_timeout(timeout).unwrap();
+            t.set_nodelay(true).unwrap();
+        }
+        hs.push(gofer::spawn(move || {
+            let mut buf = vec![0; 16 * 1024];
+            loop {
+                let got = s.read(&mut buf).unwrap();
+                if got == 0 {
+                    return;
+                }
+                s.write_all(&buf[..got]).unwrap();
+            }
+        }));
+        let trips = n / CONNS + usize::from(k < n % CONNS);
+        hs.push(gofer::spawn(move || {
+            let out = vec![7u8; SIZE];
+            let mut back = vec![0u8; SIZE];
+            for _ in 0..trips {
+                c.write_all(&out).unwrap();
+                c.read_exact(&mut back).unwrap();
+            }
+        }));
+    }
+    for h in hs {
+        h.join().unwrap();
+    }
 }

@@ -22,20 +22,29 @@
 //!  1. read readiness (tick t): not ready    1. readiness |= bits, tick += 1
 //!  2. lock the waiters                      2. lock the waiters
 //!  3. re-read readiness: still not ready    3. unlink every waiter the bits
-//!  4. link a node (on T's stack), unlock       serve, mark it notified, unpark
-//!  5. park; after each wake-up, lock and       its task; unlock
-//!     check `notified`
+//!  4. link a node (on T's stack), unlock       serve, unpark its task, then
+//!  5. park; after each wake-up, read           mark it notified (Release);
+//!     `notified` (Acquire); if not set,        unlock
+//!     lock and read it again
 //! ```
 //!
 //! R publishes readiness before it takes the lock, and T re-reads it after
 //! taking the lock. If T locks first, R finds T's node when it locks; if R
 //! locks first, its readiness store happened before T's re-read, which then
 //! sees it. Either way T does not sleep through the event. A node is linked
-//! exactly while it is not notified, and both change under the lock; the
-//! waiter leaves only after it saw `notified` or unlinked itself under the
-//! lock (deadline passed, or unwinding), so R never touches a node that is
-//! gone, and the task header R unparks through is alive while its node is
-//! linked.
+//! exactly while it is not notified, and both change under the lock.
+//!
+//! The node lives in T's frame, so R must be done with it before T leaves.
+//! T leaves only after it saw `notified` set, or under the lock (deadline
+//! passed, or unwinding: it unlinks its own node unless notified). R's
+//! store of `notified` is its last touch of the node and of T's header:
+//! the unpark comes before it. So T, seeing `notified` without the lock,
+//! may leave at once (the common case: a readiness wake-up takes no lock),
+//! and the header R unparks through is alive, T being still in `wait` (its
+//! node linked, or notified not yet set). T woken for another reason (its
+//! deadline, a cancellation) while R is between the unpark and the store
+//! finds `notified` clear, takes the lock, and so waits for R to finish;
+//! R's unpark then leaves a token, a spurious wake-up for a later park.
 //!
 //! Several tasks may wait on one socket (a reader and a writer, or several
 //! readers sharing it): an event wakes every waiter whose direction it
@@ -84,7 +93,7 @@ use std::cell::Cell;
 use std::marker::PhantomPinned;
 use std::pin::{pin, Pin};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -177,8 +186,10 @@ struct Waiter {
     /// When it gives up; the socket's armed entry fires no later (module
     /// docs, "Deadlines").
     deadline: Option<Instant>,
-    /// Set, and the node unlinked, by the reactor. Under the lock.
-    notified: Cell<bool>,
+    /// Set by the reactor, under the lock, after it unlinked the node and
+    /// unparked the task: its last touch of the node (module docs). The
+    /// waiter may read it without the lock.
+    notified: AtomicBool,
     prev: Cell<Option<NonNull<Waiter>>>,
     next: Cell<Option<NonNull<Waiter>>>,
     _pin: PhantomPinned,
@@ -324,13 +335,17 @@ impl IoState {
             if w.mask & bits != 0 {
                 // SAFETY: the node is linked in this list.
                 unsafe { list.unlink(node) };
-                w.notified.set(true);
                 // SAFETY: the node was linked until now, under the lock we
-                // hold, so its task is parked in `wait` or on its way there,
-                // and its header is alive.
+                // hold, and `notified` is not set yet, so its task is still
+                // in `wait` (parked or on its way there) and its header is
+                // alive.
                 if let Some(r) = unsafe { task::unpark_raw(w.task) } {
                     woken.push(r);
                 }
+                // Release: pairs with the waiter's Acquire load; once set,
+                // the waiter may leave and its frame (the node) go: the
+                // last touch of the node (module docs).
+                w.notified.store(true, Ordering::Release);
             }
         }
     }
@@ -442,7 +457,7 @@ impl IoState {
             task: task.as_ptr(),
             mask: interest.mask(),
             deadline,
-            notified: Cell::new(false),
+            notified: AtomicBool::new(false),
             prev: Cell::new(None),
             next: Cell::new(None),
             _pin: PhantomPinned,
@@ -472,7 +487,7 @@ impl IoState {
             let cancelled = cancellable && crate::task::cancel::interrupted_in(task);
             if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
                 drop(guard); // unlinks the node unless the reactor did
-                return if node.notified.get() {
+                return if node.notified.load(Ordering::Relaxed) {
                     Ok(())
                 } else if cancelled {
                     crate::task::cancel::unwind()
@@ -488,9 +503,13 @@ impl IoState {
                 }
                 _ => park_covered(task, deadline, on),
             }
-            let notified = {
+            // Acquire: pairs with the reactor's Release store, its last
+            // touch of the node. Not set: a wake-up for another reason, or
+            // the reactor between its unpark and its store; the lock waits
+            // for it to finish.
+            let notified = node.notified.load(Ordering::Acquire) || {
                 let _list = self.waiters.lock();
-                node.notified.get()
+                node.notified.load(Ordering::Relaxed)
             };
             if notified {
                 std::mem::forget(guard);
@@ -511,7 +530,10 @@ impl Drop for Enrolled<'_> {
     fn drop(&mut self) {
         let mut list = self.state.waiters.lock();
         // SAFETY: the node lives in the frame that owns this guard.
-        if !unsafe { self.node.as_ref() }.notified.get() {
+        if !unsafe { self.node.as_ref() }
+            .notified
+            .load(Ordering::Relaxed)
+        {
             // SAFETY: not notified, so linked in this list (under the lock).
             unsafe { list.unlink(self.node) };
         }
