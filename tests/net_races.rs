@@ -240,6 +240,94 @@ fn registrations_churned_on_two_processers_wake_every_task() {
     in_child(CHURN2, "churn2");
 }
 
+const CHURN4: &str = "registrations_churned_on_four_processers_wake_every_task";
+
+/// [`churn`] on four Processers: a poll by one of them (or by the
+/// Dispatcher) wakes tasks bound to several others at once, which go to
+/// their Processers a batch each; a task missing from a batch, or a
+/// Processer not told of its batch, strands a round.
+#[test]
+fn registrations_churned_on_four_processers_wake_every_task() {
+    if child_scenario().as_deref() == Some("churn4") {
+        churn(4, 2_000);
+        println!("CHILD-OK");
+        return;
+    }
+    in_child(CHURN4, "churn4");
+}
+
+const DEADLINE_RACE: &str = "readiness_racing_read_deadlines_loses_no_wake_up_and_no_byte";
+
+/// Readers on two Processers read with a read timeout about as long as a
+/// round trip, so that the data of a ping lands while the socket's timer
+/// entry fires, often on another thread: a reader is woken by its deadline
+/// just as the reactor notifies it, and leaves its wait with or without
+/// the lock on the socket's waiters. Each reader answers every ping with
+/// the same byte and retries on a timeout. Every ping must be answered,
+/// with its own byte; a lost wake-up hangs (the watchdog's kill fails the
+/// test), a reader that left its wait too early or too late misreads.
+#[test]
+fn readiness_racing_read_deadlines_loses_no_wake_up_and_no_byte() {
+    if child_scenario().as_deref() != Some("deadline_race") {
+        in_child(DEADLINE_RACE, "deadline_race");
+        return;
+    }
+    const PAIRS: usize = 16;
+    const PINGS: usize = 2_000;
+    let s = sched("deadline-race", 2);
+    let mut peers = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..PAIRS {
+        let (mine, peer) = UnixStream::pair().unwrap();
+        peers.push(peer);
+        tasks.push(s.spawn(move || {
+            mine.set_read_timeout(Some(Duration::from_micros(50)))
+                .unwrap();
+            let (mut answered, mut timeouts) = (0usize, 0usize);
+            let mut b = [0u8; 1];
+            loop {
+                match (&mine).read(&mut b) {
+                    Ok(0) => return (answered, timeouts),
+                    Ok(_) => {
+                        (&mine).write_all(&b).unwrap();
+                        answered += 1;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => timeouts += 1,
+                    Err(e) => panic!("read: {e}"),
+                }
+            }
+        }));
+    }
+    let threads: Vec<_> = peers
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut p)| {
+            std::thread::spawn(move || {
+                for i in 0..PINGS {
+                    let ping = (i + k) as u8;
+                    p.write_all(&[ping]).unwrap();
+                    let mut b = [0u8; 1];
+                    p.read_exact(&mut b).unwrap();
+                    assert_eq!(b[0], ping, "pair {k}: ping {i} answered with another byte");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut timeouts = 0;
+    for t in tasks {
+        let (answered, t) = t.join().unwrap();
+        assert_eq!(answered, PINGS);
+        timeouts += t;
+    }
+    // The race was run: deadlines did pass between pings.
+    assert!(timeouts > 0, "no read timed out: the deadlines never raced");
+    s.shutdown();
+    println!("CHILD-OK");
+}
+
 // ------------------------------------------------------------ shutdown
 
 const PARKED_SHUTDOWN: &str =

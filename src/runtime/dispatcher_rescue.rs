@@ -366,13 +366,18 @@ impl Dispatcher {
             return;
         }
         let mut ours = Vec::with_capacity(self.woken.len());
+        let mut pinned = Vec::new();
         for t in self.woken.drain(..) {
-            if Arc::ptr_eq(&t.header().shared, s) && t.header().pin().is_none() {
+            if !Arc::ptr_eq(&t.header().shared, s) {
+                context::schedule(t); // another scheduler's
+            } else if t.header().pin().is_none() {
                 ours.push(t);
             } else {
-                context::schedule(t); // pinned, or another scheduler's
+                pinned.push(t);
             }
         }
+        // Bound tasks to their Processers, a batch each.
+        s.push_woken(&mut pinned);
         let mut active = active_targets(procs);
         if active.is_empty() {
             for t in ours {

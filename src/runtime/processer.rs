@@ -102,6 +102,9 @@ pub(crate) struct ProcLocal {
     /// Tasks a poll of the reactor woke, on their way to the runnable queue
     /// (kept to reuse its allocation).
     pub(super) woken: RefCell<Vec<Runnable>>,
+    /// Of `woken`, those that must run on other Processers, on their way
+    /// there (`accept_woken`; kept to reuse its allocation).
+    pub(super) woken_away: RefCell<Vec<Runnable>>,
     /// Scratch space of `fire_timers`.
     pub(super) fired: RefCell<FireBufs>,
     /// This core Processer's io_uring, made at its first use under the
@@ -168,6 +171,7 @@ impl ProcLocal {
             direct,
             watch: RefCell::new(Watch::default()),
             woken: RefCell::new(Vec::new()),
+            woken_away: RefCell::new(Vec::new()),
             fired: RefCell::new(FireBufs::default()),
             ring: OnceCell::new(),
             idle_since: Cell::new(None),

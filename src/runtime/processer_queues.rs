@@ -200,18 +200,24 @@ impl ProcLocal {
     }
 
     /// Queues the tasks a poll woke: here when this Processer may run them,
-    /// else through the routing; then one sleeper is woken to steal.
+    /// else on their own Processers, in one batch (`Shared::push_woken`);
+    /// then one sleeper is woken to steal.
     pub(super) fn accept_woken(&self, woken: &mut Vec<Runnable>) {
         if woken.is_empty() {
             return;
         }
+        let mut away = self.woken_away.borrow_mut();
         for r in woken.drain(..) {
-            if Arc::ptr_eq(&self.sched, &r.header().shared) && self.p.may_run(r.header()) {
+            if !Arc::ptr_eq(&self.sched, &r.header().shared) {
+                context::schedule(r); // another scheduler's
+            } else if self.p.may_run(r.header()) {
                 self.push_local(r, Push::Quiet);
             } else {
-                context::schedule(r);
+                away.push(r);
             }
         }
+        self.sched.push_woken(&mut away);
+        drop(away);
         self.sched.wake_idle_for_local_work();
     }
 

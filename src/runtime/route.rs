@@ -129,6 +129,72 @@ impl Shared {
         }
     }
 
+    /// Queues tasks that a poll of the reactor woke and that cannot run on
+    /// the polling thread (the poller is another Processer, or the
+    /// Dispatcher), each where `push_remote` would: a pinned task into its
+    /// Processer's remote pinned queue, the rest through `push_remote`.
+    ///
+    /// Pinned tasks are pushed with one fence for the whole batch, then one
+    /// look-out request and at most one wake-up per Processer (as many
+    /// `push_to` calls would do per task): a poll at a busy server wakes
+    /// tasks bound to every Processer, several each. A Processer that
+    /// retired meanwhile has what was pushed to it re-routed, as in
+    /// `push_batch_to`. Leaves `tasks` empty.
+    pub(crate) fn push_woken(&self, tasks: &mut Vec<Runnable>) {
+        if tasks.is_empty() {
+            return;
+        }
+        self.with_table(|procs, start| {
+            // Positions in `procs` of the Processers pushed to; one beyond
+            // the mask's width is published at once, on its own.
+            let mut pushed: u64 = 0;
+            // Tasks routed one by one, each a step further round-robin.
+            let mut others = 0usize;
+            let stopped = self.stopped.load(Ordering::Relaxed);
+            for r in tasks.drain(..) {
+                let at = r
+                    .header()
+                    .pin()
+                    .filter(|_| !stopped)
+                    .and_then(|pin| procs.binary_search_by_key(&pin, |p| p.index).ok())
+                    .filter(|&i| !procs[i].retired.load(Ordering::Relaxed));
+                match at {
+                    Some(i) if i < 64 => {
+                        procs[i].pinned.push(r);
+                        pushed |= 1 << i;
+                    }
+                    Some(i) => {
+                        if self.push_to(&procs[i], r) {
+                            self.wake_proc(&procs[i]);
+                        }
+                    }
+                    None => {
+                        others = others.wrapping_add(1);
+                        self.push_remote_in(procs, start.wrapping_add(others), r);
+                    }
+                }
+            }
+            if pushed == 0 {
+                return;
+            }
+            // Pairs with the SeqCst stores of `retired` and `sleeping`, for
+            // every Processer pushed to (see `push_batch_to`).
+            fence(Ordering::SeqCst);
+            while pushed != 0 {
+                let target = &procs[pushed.trailing_zeros() as usize];
+                pushed &= pushed - 1;
+                if target.retired.load(Ordering::SeqCst) {
+                    for t in processer_shared::drain_retired(target) {
+                        self.push_remote(t);
+                    }
+                    continue;
+                }
+                target.ask_look_out(processer_shared::LOOK_REMOTE);
+                self.wake_proc(target);
+            }
+        });
+    }
+
     /// Chaos mode: queues an unpinned task on a usable Processer other than
     /// `not` (round-robin), and wakes it; on `not` itself if there is no
     /// other.
