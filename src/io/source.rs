@@ -235,10 +235,17 @@ impl<T: AsFd> Source<T> {
     ) -> io::Result<R> {
         // The deadline is fixed at the operation's first wait, not at its
         // start: an operation that does not wait (most writes) reads no
-        // clock.
+        // clock. With it, whether it was made just now from a positive
+        // timeout (so the wait need not read the clock again before it
+        // parks).
         let mut deadline = None;
-        let mut deadline_of = |timeout: Option<Duration>| {
-            *deadline.get_or_insert_with(|| timeout.and_then(|t| Instant::now().checked_add(t)))
+        let mut deadline_of = |timeout: Option<Duration>| match deadline {
+            Some(d) => (d, false),
+            None => {
+                let d = timeout.and_then(|t| Instant::now().checked_add(t));
+                deadline = Some(d);
+                (d, timeout.is_some_and(|t| !t.is_zero()))
+            }
         };
         let io = self.get_ref();
         // Every operation spends from the task's budget, which a wait
@@ -256,8 +263,8 @@ impl<T: AsFd> Source<T> {
             let seen = self.reg.get().map(|r| r.readiness(interest));
             if let (Some(r), Some(ev)) = (self.reg.get(), seen) {
                 if !waited && !ev.is_ready() && !self.is_nonblocking() {
-                    r.wait_cancellable(interest, deadline_of(timeout))
-                        .map_err(expired)?;
+                    let (d, ahead) = deadline_of(timeout);
+                    r.wait_cancellable(interest, d, ahead).map_err(expired)?;
                     coop::refill();
                     waited = true;
                     continue;
@@ -274,7 +281,7 @@ impl<T: AsFd> Source<T> {
                         r.clear(ev);
                         continue;
                     }
-                    self.wait_first(interest, deadline_of(timeout))
+                    self.wait_first(interest, deadline_of(timeout).0)
                         .map_err(expired)?;
                     coop::refill();
                     waited = true;
@@ -339,7 +346,7 @@ impl<T: AsFd> Source<T> {
     pub(crate) fn wait(&self, interest: Interest, timeout: Option<Duration>) -> io::Result<()> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         match self.reg.get() {
-            Some(r) => r.wait_cancellable(interest, deadline),
+            Some(r) => r.wait_cancellable(interest, deadline, false),
             None => self.wait_first(interest, deadline),
         }
     }
@@ -372,7 +379,7 @@ impl<T: AsFd> Source<T> {
                 },
             }
         };
-        reg.wait_cancellable(interest, deadline)
+        reg.wait_cancellable(interest, deadline, false)
     }
 }
 

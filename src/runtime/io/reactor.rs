@@ -307,17 +307,21 @@ impl Registration {
     /// nobody left to poll it, its scheduler having shut down.
     #[cfg(feature = "hooks")]
     pub(crate) fn wait(&self, interest: Interest, deadline: Option<Instant>) -> io::Result<()> {
-        self.wait_as(interest, deadline, false)
+        self.wait_as(interest, deadline, false, false)
     }
 
     /// [`wait`](Self::wait) for gofer's own sockets: a cancelled task
     /// unwinds from it (`task/cancel.rs`). The hooks use `wait`.
+    ///
+    /// `ahead`: `deadline` was computed just now from a positive timeout (it
+    /// has not passed: the wait reads no clock before it parks).
     pub(crate) fn wait_cancellable(
         &self,
         interest: Interest,
         deadline: Option<Instant>,
+        ahead: bool,
     ) -> io::Result<()> {
-        self.wait_as(interest, deadline, true)
+        self.wait_as(interest, deadline, true, ahead)
     }
 
     fn wait_as(
@@ -325,6 +329,7 @@ impl Registration {
         interest: Interest,
         deadline: Option<Instant>,
         cancellable: bool,
+        ahead: bool,
     ) -> io::Result<()> {
         let Some(task) = context::current_task() else {
             return poll_fd(self.fd, interest, deadline);
@@ -333,7 +338,7 @@ impl Registration {
             return wait_once(self.fd, interest, deadline, cancellable);
         }
         self.state
-            .wait(&task, interest, deadline, self.fd, cancellable)
+            .wait(&task, interest, deadline, self.fd, cancellable, ahead)
             .map_err(|TimedOut| io::ErrorKind::TimedOut.into())
     }
 
@@ -389,7 +394,7 @@ fn wait_registered(
     match Registration::for_current_task(reg_fd) {
         // Dropping the registration removes it before `reg_fd` can close
         // (an unwind out of a cancelled wait included).
-        Ok(Some(reg)) => reg.wait_as(interest, deadline, cancellable),
+        Ok(Some(reg)) => reg.wait_as(interest, deadline, cancellable, false),
         Ok(None) => poll_fd(fd, interest, deadline),
         // EPERM: a regular file or directory, always ready.
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(()),

@@ -441,6 +441,8 @@ impl IoState {
     /// at its deadline and then unwinds, with its node unlinked
     /// (`task/cancel.rs`); the hooks' waits are not cancellable (no unwind
     /// may cross a C frame).
+    /// `ahead`: the deadline was computed just now from a positive timeout,
+    /// so it has not passed and the clock is not read before the first park.
     pub(crate) fn wait(
         self: &Arc<Self>,
         task: &TaskRef,
@@ -448,6 +450,7 @@ impl IoState {
         deadline: Option<Instant>,
         fd: i32,
         cancellable: bool,
+        ahead: bool,
     ) -> Result<(), TimedOut> {
         let on = match interest {
             Interest::Read => WaitOn::Readable(fd),
@@ -479,13 +482,18 @@ impl IoState {
             // unlinks it on every way out where the reactor did not.
             unsafe { list.push(ptr) };
         }
+        // A deadline known to be ahead (`ahead`) is not looked at before
+        // the first park: no clock read.
+        let mut skip_clock = ahead;
         let guard = Enrolled {
             state: self,
             node: ptr,
         };
         loop {
             let cancelled = cancellable && crate::task::cancel::interrupted_in(task);
-            if cancelled || deadline.is_some_and(|d| Instant::now() >= d) {
+            let passed =
+                !std::mem::take(&mut skip_clock) && deadline.is_some_and(|d| Instant::now() >= d);
+            if cancelled || passed {
                 drop(guard); // unlinks the node unless the reactor did
                 return if node.notified.load(Ordering::Relaxed) {
                     Ok(())
