@@ -258,14 +258,16 @@ fn registrations_churned_on_four_processers_wake_every_task() {
 
 const DEADLINE_RACE: &str = "readiness_racing_read_deadlines_loses_no_wake_up_and_no_byte";
 
-/// Readers on two Processers read with a read timeout about as long as a
-/// round trip, so that the data of a ping lands while the socket's timer
-/// entry fires, often on another thread: a reader is woken by its deadline
-/// just as the reactor notifies it, and leaves its wait with or without
-/// the lock on the socket's waiters. Each reader answers every ping with
-/// the same byte and retries on a timeout. Every ping must be answered,
-/// with its own byte; a lost wake-up hangs (the watchdog's kill fails the
-/// test), a reader that left its wait too early or too late misreads.
+/// Readers on two Processers read with a read timeout (the kernel's
+/// shortest, one clock tick), and every 50th ping comes after a pause of
+/// half to one and a half timeouts, so that its data often lands while the
+/// socket's timer entry fires, on another thread: a reader is woken by its
+/// deadline just as the reactor notifies it, and leaves its wait with or
+/// without the lock on the socket's waiters. Each reader answers every
+/// ping with the same byte and retries on a timeout. Every ping must be
+/// answered, with its own byte; a lost wake-up hangs (the watchdog's kill
+/// fails the test), a reader that left its wait too early or too late
+/// misreads.
 #[test]
 fn readiness_racing_read_deadlines_loses_no_wake_up_and_no_byte() {
     if child_scenario().as_deref() != Some("deadline_race") {
@@ -275,14 +277,21 @@ fn readiness_racing_read_deadlines_loses_no_wake_up_and_no_byte() {
     const PAIRS: usize = 16;
     const PINGS: usize = 2_000;
     let s = sched("deadline-race", 2);
+    // The kernel rounds a socket timeout up to its clock tick.
+    let tick = {
+        let (probe, _peer) = UnixStream::pair().unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_micros(1)))
+            .unwrap();
+        probe.read_timeout().unwrap().expect("a timeout was set")
+    };
     let mut peers = Vec::new();
     let mut tasks = Vec::new();
     for _ in 0..PAIRS {
         let (mine, peer) = UnixStream::pair().unwrap();
         peers.push(peer);
         tasks.push(s.spawn(move || {
-            mine.set_read_timeout(Some(Duration::from_micros(50)))
-                .unwrap();
+            mine.set_read_timeout(Some(tick)).unwrap();
             let (mut answered, mut timeouts) = (0usize, 0usize);
             let mut b = [0u8; 1];
             loop {
@@ -304,6 +313,11 @@ fn readiness_racing_read_deadlines_loses_no_wake_up_and_no_byte() {
         .map(|(k, mut p)| {
             std::thread::spawn(move || {
                 for i in 0..PINGS {
+                    if i % 50 == 49 {
+                        // From half a timeout to one and a half.
+                        let step = (i / 50 + k) % 11;
+                        std::thread::sleep(tick * (5 + step as u32) / 10);
+                    }
                     let ping = (i + k) as u8;
                     p.write_all(&[ping]).unwrap();
                     let mut b = [0u8; 1];
