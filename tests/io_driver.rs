@@ -136,3 +136,34 @@ fn a_gofer_io_naming_no_driver_is_a_config_error_listing_the_accepted_values() {
         assert_eq!(st.io_driver, IoDriver::Epoll);
     });
 }
+
+/// Building a scheduler that probes io_uring leaves the calling thread
+/// with nothing of a ring: the kernel tears a ring down asynchronously and
+/// then notifies every thread that created one (task work that interrupts
+/// a blocking call), and a socket read with a timeout (`SO_RCVTIMEO`) on
+/// that thread would fail with `Interrupted` instead of blocking until its
+/// timeout.
+#[test]
+fn probing_io_uring_does_not_interrupt_the_building_threads_timed_reads() {
+    let test = "probing_io_uring_does_not_interrupt_the_building_threads_timed_reads";
+    with_gofer_io(test, Some("uring"), || {
+        use std::io::{ErrorKind, Read};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let _c = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (mut srv, _) = l.accept().expect("accept");
+        let timeout = Duration::from_millis(20);
+        srv.set_read_timeout(Some(timeout)).expect("timeout");
+        for round in 0..20 {
+            let s = Scheduler::builder()
+                .min_threads(1)
+                .max_threads(1)
+                .build()
+                .expect("uring from GOFER_IO");
+            assert_eq!(s.stats().io_driver, IoDriver::Uring);
+            s.shutdown();
+            let mut b = [0u8; 1];
+            let r = srv.read(&mut b).map_err(|e| e.kind());
+            assert_eq!(r, Err(ErrorKind::WouldBlock), "round {round}");
+        }
+    });
+}

@@ -500,8 +500,12 @@ impl SchedulerBuilder {
         }
         let (requested, source) =
             io::choice::requested(self.io_driver, std::env::var("GOFER_IO").ok().as_deref())?;
-        let (io_driver, io_driver_reason) =
-            io::choice::resolve(requested, source, io::choice::URING_AHEAD, io::uring_probe)?;
+        let (io_driver, io_driver_reason) = io::choice::resolve(
+            requested,
+            source,
+            io::choice::URING_AHEAD,
+            io::choice::probe_once,
+        )?;
         Ok(Config {
             min_threads: min,
             max_threads: max,

@@ -19,6 +19,13 @@
 //!    would not change the choice. The reason says so ("not probed"),
 //!    rather than claiming io_uring is there or not.
 //!
+//! The probe runs once per process, on a thread of its own that exits
+//! before the answer is used ([`probe_once`]): the kernel tears a ring down
+//! asynchronously and then notifies, with task work that interrupts a
+//! blocking call, every thread that set one up. Probing on the thread that
+//! calls `build` made its next socket read with a timeout (`SO_RCVTIMEO`)
+//! fail with `EINTR`.
+//!
 //! The outcome and its reason are in [`Stats::io_driver`] and
 //! [`Stats::io_driver_reason`].
 //!
@@ -29,6 +36,8 @@
 //! [`Stats::io_driver`]: crate::Stats::io_driver
 //! [`Stats::io_driver_reason`]: crate::Stats::io_driver_reason
 
+use std::sync::OnceLock;
+
 use crate::error::ConfigError;
 use crate::runtime::config::IoDriver;
 
@@ -37,6 +46,27 @@ use crate::runtime::config::IoDriver;
 /// against epoll in the same run). [`IoDriver::Auto`] picks the ring only
 /// while this holds: the one switch to flip once it wins.
 pub(crate) const URING_AHEAD: bool = false;
+
+/// Whether this kernel offers io_uring with the operations the driver uses
+/// (`uring::probe`), asked once per process on a thread of its own (module
+/// docs): a thread that set up a ring is interrupted when the kernel
+/// finishes tearing it down, and this one has exited by then, so no
+/// caller's thread ever is. A kernel that refuses io_uring later (the
+/// `kernel.io_uring_disabled` sysctl changed, a seccomp filter added) makes
+/// each Processer's ring fail to set up instead; its tasks then use epoll.
+pub(crate) fn probe_once() -> Result<(), String> {
+    static ANSWER: OnceLock<Result<(), String>> = OnceLock::new();
+    ANSWER
+        .get_or_init(|| {
+            std::thread::Builder::new()
+                .name("gofer-uring-probe".to_string())
+                .spawn(super::uring_probe)
+                .map_err(|e| format!("no thread to probe io_uring on: {e}"))?
+                .join()
+                .unwrap_or_else(|_| Err("the io_uring probe panicked".to_string()))
+        })
+        .clone()
+}
 
 /// Where the driver asked for came from, for the reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +102,7 @@ pub(crate) fn requested(
 
 /// The driver to run (never `Auto`) and why, for `requested` from
 /// `source`; `uring_ahead` is [`URING_AHEAD`] and `probe` the kernel check
-/// (`uring::probe`), parameters so that every branch can be tested.
+/// ([`probe_once`]), parameters so that every branch can be tested.
 pub(crate) fn resolve(
     requested: IoDriver,
     source: Source,
