@@ -103,8 +103,11 @@ server_pid=""
 server_addr=""
 # start_server NAME LOG: starts it, waits (at most 10 s) for `listening on ADDR`.
 start_server() {
-    GOFER_IO=$(gofer_io "$1") "$target/release/examples/$(http_bin "$1")" \
-        --addr 127.0.0.1:0 --threads "$SERVER_THREADS" >"$2" 2>&1 &
+    local bin io
+    bin=$(http_bin "$1")
+    io=$(gofer_io "$1")
+    : >"$2" # there before the loop below reads it
+    GOFER_IO=$io "$target/release/examples/$bin" --addr 127.0.0.1:0 --threads "$SERVER_THREADS" >"$2" 2>&1 &
     server_pid=$!
     pids+=("$server_pid")
     for _ in $(seq 200); do
