@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Drives the example servers with real clients, next to the same servers on
-# tokio and may, in the same run and with the same thread count:
+# tokio, monoio and may, in the same run and with the same thread count:
 #
-#   1. HTTP: wrk against examples/http_server.rs (gofer),
-#      bench/benches/servers/http_tokio.rs, bench/benches/servers/http_hyper.rs (hyper
-#      1.x on tokio) and bench/benches/servers/http_may.rs, at 100, 1,000 and
+#   1. HTTP: wrk against examples/http_server.rs (gofer on epoll, and as
+#      gofer-uring on its io_uring driver), bench/benches/servers/http_tokio.rs,
+#      bench/benches/servers/http_hyper.rs (hyper 1.x on tokio),
+#      bench/benches/servers/http_monoio.rs (monoio on io_uring, thread per
+#      core) and bench/benches/servers/http_may.rs, at 100, 1,000 and
 #      10,000 connections, with 1 and with 2 wrk threads; prints requests/s,
 #      p99 latency, the server's CPU use and its CPU time per request as a
 #      Markdown table.
 #   2. Echo: `cargo bench -p gofer-bench --bench echo` (1 KiB round trips at 100 and 1,000
-#      connections; gofer, tokio, may).
+#      connections; gofer, gofer-uring, tokio, monoio, may).
 #
-#   scripts/http_bench.sh                    # everything, about 8 minutes
+#   scripts/http_bench.sh                    # everything, about 12 minutes
 #   DURATION=5 WRK_THREADS=2 scripts/http_bench.sh   # shorter
+#   SERVERS="gofer tokio" scripts/http_bench.sh      # some servers only
 #   WRITE=0 scripts/http_bench.sh            # print, leave BENCHMARKS.md
 #
 # Both tables go into BENCHMARKS.md between the markers
@@ -39,7 +42,20 @@ CONNECTIONS="${CONNECTIONS:-100 1000 10000}"
 # The echo client holds both ends of each connection in one process: 10,000
 # would pass the hard limit of 20,000 descriptors.
 ECHO_CONNECTIONS="${ECHO_CONNECTIONS:-100 1000}"
-SERVERS=(gofer:http_server tokio:peer_http_tokio hyper:peer_http_hyper may:peer_http_may)
+# Servers to run, in this order (the echo bench runs the same names).
+read -r -a SERVERS <<<"${SERVERS:-gofer gofer-uring tokio hyper monoio may}"
+# http_bin NAME: the example binary of a server name.
+http_bin() {
+    case "$1" in
+        gofer | gofer-uring) echo http_server ;;
+        tokio | hyper | monoio | may) echo "peer_http_$1" ;;
+        *) echo "error: unknown server $1" >&2; exit 2 ;;
+    esac
+}
+for name in "${SERVERS[@]}"; do http_bin "$name" >/dev/null; done # unknown names stop here
+# gofer's IO driver for a server name (the echo bench's rule): gofer-uring
+# runs io_uring, every other name epoll, whatever the environment says.
+gofer_io() { if [ "$1" = gofer-uring ]; then echo uring; else echo epoll; fi; }
 
 target="${CARGO_TARGET_DIR:-target}"
 out="$target/gofer-bench"
@@ -70,7 +86,8 @@ fi
 # --- build first, so compiling does not load the machine while measuring ------
 cargo build -p gofer -p gofer-bench --release --quiet \
     --example http_server --example peer_http_tokio --example peer_http_hyper --example peer_http_may \
-    --example echo_server --example peer_echo_tokio --example peer_echo_may
+    --example peer_http_monoio \
+    --example echo_server --example peer_echo_tokio --example peer_echo_may --example peer_echo_monoio
 cargo bench -p gofer-bench --no-run --quiet --bench echo
 
 # --- servers -----------------------------------------------------------------
@@ -84,9 +101,13 @@ trap 'exit 130' INT TERM
 
 server_pid=""
 server_addr=""
-# start_server BIN LOG: starts it, waits (at most 10 s) for `listening on ADDR`.
+# start_server NAME LOG: starts it, waits (at most 10 s) for `listening on ADDR`.
 start_server() {
-    "$target/release/examples/$1" --addr 127.0.0.1:0 --threads "$SERVER_THREADS" >"$2" 2>&1 &
+    local bin io
+    bin=$(http_bin "$1")
+    io=$(gofer_io "$1")
+    : >"$2" # there before the loop below reads it
+    GOFER_IO=$io "$target/release/examples/$bin" --addr 127.0.0.1:0 --threads "$SERVER_THREADS" >"$2" 2>&1 &
     server_pid=$!
     pids+=("$server_pid")
     for _ in $(seq 200); do
@@ -129,11 +150,9 @@ echo "| connections | wrk threads | server | requests/s | p99 latency | server C
 echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|"
 for c in $CONNECTIONS; do
     for t in $WRK_THREADS; do
-        for s in "${SERVERS[@]}"; do
-            name=${s%%:*}
-            bin=${s#*:}
+        for name in "${SERVERS[@]}"; do
             log="$out/http-$name-$c-$t.log"
-            start_server "$bin" "$log.server"
+            start_server "$name" "$log.server"
             wrk -t"$t" -c"$c" -d"${WARMUP}s" --timeout 5s "http://$server_addr/" >/dev/null
             cpu0=$(ticks "$server_pid")
             wrk -t"$t" -c"$c" -d"${DURATION}s" --timeout 5s --latency "http://$server_addr/" >"$log"
@@ -160,7 +179,9 @@ echo
 
 echo "== echo: cargo bench -p gofer-bench --bench echo"
 echo_out="$out/echo.txt"
-cargo bench -p gofer-bench --quiet --bench echo -- --threads "$SERVER_THREADS" --connections "${ECHO_CONNECTIONS// /,}" |
+echo_servers=$(printf '%s\n' "${SERVERS[@]}" | grep -vx hyper | paste -sd, -) # no hyper echo peer
+cargo bench -p gofer-bench --quiet --bench echo -- --threads "$SERVER_THREADS" \
+    --connections "${ECHO_CONNECTIONS// /,}" --servers "$echo_servers" |
     tee "$echo_out"
 load_after=$(load)
 

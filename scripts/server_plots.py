@@ -34,6 +34,8 @@ _spec.loader.exec_module(plot)
 
 # Servers of the comparisons that plot.py has no colour for.
 plot.COLORS.setdefault("hyper", "#c44e52")
+plot.COLORS.setdefault("monoio", "#6b4c9a")
+plot.COLORS.setdefault("gofer-uring", "#5fa2dd")
 plot.COLORS.setdefault("redis-server", "#a83232")
 
 

@@ -220,8 +220,8 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::IoDriver { requested, reason } => write!(
                 f,
-                "IO driver {requested:?} is unavailable: {reason}; accepted: epoll (always), \
-                 uring (where the kernel offers io_uring)"
+                "IO driver {requested:?} is unavailable: {reason}; accepted: auto (always), \
+                 epoll (always), uring (where the kernel offers io_uring)"
             ),
         }
     }

@@ -345,6 +345,43 @@ fn many_connections_are_served_at_once() {
     server.stop();
 }
 
+/// Sockets listening on `port` in this network namespace (IPv4).
+fn listeners_on(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // local_address is ADDR:PORT in hex; state 0A is LISTEN.
+            f.len() > 3 && f[3] == "0A" && f[1].rsplit(':').next() == Some(&format!("{port:04X}"))
+        })
+        .count()
+}
+
+#[test]
+fn per_processer_acceptors_listen_once_per_thread_and_serve_every_connection() {
+    const N: usize = 200;
+    let server = Server::start(SERVER, &["--acceptors", "per-processer"]);
+    assert_eq!(
+        listeners_on(server.addr.port()),
+        2,
+        "one SO_REUSEPORT listener per Processer (2 threads)"
+    );
+    let mut conns: Vec<TcpStream> = (0..N).map(|_| server.connect()).collect();
+    for s in &mut conns {
+        hello(s);
+    }
+    // SIGTERM cancels every accept loop (each pinned to its Processer)
+    // and every connection's task.
+    let (status, out, err) = server.terminate(libc::SIGTERM);
+    assert!(
+        status.success() && out.contains("stopped"),
+        "{status:?} {out} {err}"
+    );
+    drop(conns);
+}
+
 #[test]
 fn requests_larger_than_the_first_read_are_answered() {
     // Between requests the server reads 1 KiB at a time into a buffer on

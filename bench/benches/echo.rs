@@ -1,6 +1,6 @@
 //! Echo round trips: N connections each send a message of 1 KiB and wait for
 //! it to come back, over and over, against gofer's `examples/echo_server.rs`
-//! and its peers on tokio and may (`bench/benches/servers/echo_*.rs`), each run as
+//! and its peers on tokio, monoio and may (`bench/benches/servers/echo_*.rs`), each run as
 //! its own process with the same thread count, one after the other.
 //! `gofer-uring` is gofer's server on the io_uring driver (`GOFER_IO=uring`).
 //!
@@ -32,7 +32,7 @@ use common::{load, raise_nofile, Server};
 #[derive(Parser, Debug)]
 #[command(
     name = "echo",
-    about = "Echo round trips per second: gofer (epoll, and io_uring as gofer-uring), tokio and may servers."
+    about = "Echo round trips per second: gofer (epoll, and io_uring as gofer-uring), tokio, monoio and may servers."
 )]
 struct Args {
     /// Connection counts to run, comma-separated.
@@ -40,7 +40,7 @@ struct Args {
     connections: Vec<usize>,
 
     /// Servers to run, comma-separated, in this order.
-    #[arg(long, value_delimiter = ',', default_value = "gofer,tokio,may")]
+    #[arg(long, value_delimiter = ',', default_value = "gofer,tokio,monoio,may")]
     servers: Vec<String>,
 
     /// Server threads.
@@ -85,6 +85,7 @@ fn example_of(server: &str) -> Option<(&'static str, &'static str)> {
         "gofer" | "gofer-uring" => Some(("gofer", "echo_server")),
         "tokio" => Some(("gofer-bench", "peer_echo_tokio")),
         "may" => Some(("gofer-bench", "peer_echo_may")),
+        "monoio" => Some(("gofer-bench", "peer_echo_monoio")),
         _ => None,
     }
 }

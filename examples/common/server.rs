@@ -45,6 +45,24 @@ pub struct Options {
     /// a kept stack stays resident.
     #[arg(long, value_name = "STACKS", default_value_t = gofer::DEFAULT_STACK_CACHE)]
     pub stack_cache: usize,
+
+    /// Where connections are accepted: `one` accept loop, whose
+    /// connections the scheduler places over the Processers, or one per
+    /// Processer (`per-processer`), each pinned there with a listener of
+    /// its own on the shared port (`SO_REUSEPORT`), so the kernel spreads
+    /// the connections.
+    #[arg(long, value_enum, default_value_t = Acceptors::One)]
+    pub acceptors: Acceptors,
+}
+
+/// Where a server accepts its connections (`--acceptors`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acceptors {
+    /// One accept loop; the scheduler places each connection's task.
+    One,
+    /// One accept loop pinned to each core Processer, each with its own
+    /// `SO_REUSEPORT` listener on the shared port.
+    PerProcesser,
 }
 
 /// What `--help` says after the options.
@@ -113,21 +131,27 @@ pub fn run_with(
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
-    let listener = match TcpListener::bind(opts.addr) {
+    let listeners = match listen(opts, sched.stats().threads) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: cannot listen on {}: {e}", opts.addr);
             return ExitCode::FAILURE;
         }
     };
-    let addr = listener
+    let addr = listeners[0]
         .local_addr()
         .expect("a bound listener has an address");
     println!("listening on {addr}");
     io::stdout().flush().expect("stdout");
 
     let idle = Duration::from_secs(opts.idle_timeout);
-    sched.spawn(move || accept_loop(&listener, idle, serve));
+    let pin = listeners.len() > 1;
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let b = gofer::Builder::new().scheduler(&sched);
+        let b = if pin { b.pin(i) } else { b };
+        b.spawn(move || accept_loop(&listener, idle, serve))
+            .expect("the scheduler runs");
+    }
     let signal = stop.wait();
     eprintln!("{signal}: stopping");
     // Cancels the accept loop and every connection's task (each unwinds
@@ -135,6 +159,34 @@ pub fn run_with(
     sched.shutdown_now();
     println!("stopped");
     ExitCode::SUCCESS
+}
+
+/// The listeners `opts.acceptors` asks for: one, or one per Processer of
+/// `threads` on one port (the first resolves port 0, the others bind its
+/// address), each with gofer's backlog and `SO_REUSEPORT`.
+fn listen(opts: &Options, threads: usize) -> io::Result<Vec<TcpListener>> {
+    if opts.acceptors == Acceptors::One {
+        return Ok(vec![TcpListener::bind(opts.addr)?]);
+    }
+    let bind = |addr: SocketAddr| -> io::Result<TcpListener> {
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        s.set_reuse_address(true)?;
+        s.set_reuse_port(true)?;
+        s.bind(&addr.into())?;
+        s.listen(i32::MAX)?;
+        TcpListener::from_std(s.into())
+    };
+    let first = bind(opts.addr)?;
+    let addr = first.local_addr()?;
+    let mut all = vec![first];
+    for _ in 1..threads {
+        all.push(bind(addr)?);
+    }
+    Ok(all)
 }
 
 /// SIGINT and SIGTERM, blocked in every thread so that the main thread

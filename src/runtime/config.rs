@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::coroutine::stack;
 use crate::coroutine::stacks;
 use crate::error::ConfigError;
+use crate::runtime::io;
 
 /// Default cap on Processer threads when `max_threads` is not set.
 pub const DEFAULT_MAX_THREADS: usize = 64;
@@ -86,19 +87,29 @@ pub(crate) struct Config {
     /// an unpinned task files it on another Processer, so that tests run
     /// the runtime's own code across every migration it can make.
     pub(crate) chaos: bool,
-    /// How tasks' socket reads and writes reach the kernel
-    /// (`SchedulerBuilder::io_driver`, or `GOFER_IO`).
+    /// How tasks' socket reads and writes reach the kernel: `Epoll` or
+    /// `Uring`, never `Auto` (resolved at build by `io/choice.rs`).
     pub(crate) io_driver: IoDriver,
+    /// Why `io_driver` runs (`Stats::io_driver_reason`).
+    pub(crate) io_driver_reason: String,
 }
 
 /// How a scheduler's tasks do their socket IO
-/// ([`SchedulerBuilder::io_driver`]).
+/// ([`SchedulerBuilder::io_driver`], or `GOFER_IO`). Which one runs, and
+/// why, is in [`Stats::io_driver`](crate::Stats::io_driver) and
+/// [`Stats::io_driver_reason`](crate::Stats::io_driver_reason).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum IoDriver {
-    /// Readiness: an operation is tried at once, and a task whose socket
-    /// would block parks until epoll reports it ready. The default.
+    /// The runtime chooses (the default): io_uring only where the kernel
+    /// offers it and the benchmarks show it ahead of epoll, epoll
+    /// otherwise (io_uring missing, disabled, too old for the operations
+    /// the driver uses, or not ahead). While the benchmarks do not show
+    /// the ring ahead, `Auto` runs epoll without probing io_uring.
     #[default]
+    Auto,
+    /// Readiness: an operation is tried at once, and a task whose socket
+    /// would block parks until epoll reports it ready.
     Epoll,
     /// Completion: a stream read or write of a task bound to a core
     /// Processer is handed to that Processer's io_uring as one entry, and
@@ -396,11 +407,12 @@ impl SchedulerBuilder {
     }
 
     /// Which IO driver the scheduler's tasks use (see [`IoDriver`]). Not
-    /// set, the `GOFER_IO` environment variable decides (`epoll` or
-    /// `uring`), and without it [`IoDriver::Epoll`]. Asking for
-    /// [`IoDriver::Uring`] where io_uring is unavailable fails the build
-    /// with [`ConfigError::IoDriver`]: no silent fallback, so a benchmark
-    /// or a test never measures the other driver by mistake.
+    /// set, the `GOFER_IO` environment variable decides (`auto`, `epoll`
+    /// or `uring`; another value fails the build with
+    /// [`ConfigError::IoDriver`]), and without it [`IoDriver::Auto`].
+    /// Asking for [`IoDriver::Uring`] where io_uring is unavailable fails
+    /// the build with [`ConfigError::IoDriver`]: no silent fallback, so a
+    /// benchmark or a test never measures the other driver by mistake.
     pub fn io_driver(mut self, driver: IoDriver) -> Self {
         self.io_driver = Some(driver);
         self
@@ -486,28 +498,14 @@ impl SchedulerBuilder {
         if self.name.contains('\0') {
             return Err(ConfigError::Name(self.name));
         }
-        let io_driver = match self.io_driver {
-            Some(d) => d,
-            None => match std::env::var("GOFER_IO") {
-                Err(_) => IoDriver::Epoll,
-                Ok(v) if v == "epoll" => IoDriver::Epoll,
-                Ok(v) if v == "uring" => IoDriver::Uring,
-                Ok(v) => {
-                    return Err(ConfigError::IoDriver {
-                        requested: v,
-                        reason: "GOFER_IO accepts epoll or uring".to_string(),
-                    })
-                }
-            },
-        };
-        if io_driver == IoDriver::Uring {
-            if let Err(reason) = crate::runtime::io::uring_probe() {
-                return Err(ConfigError::IoDriver {
-                    requested: "uring".to_string(),
-                    reason,
-                });
-            }
-        }
+        let (requested, source) =
+            io::choice::requested(self.io_driver, std::env::var("GOFER_IO").ok().as_deref())?;
+        let (io_driver, io_driver_reason) = io::choice::resolve(
+            requested,
+            source,
+            io::choice::URING_AHEAD,
+            io::choice::probe_once,
+        )?;
         Ok(Config {
             min_threads: min,
             max_threads: max,
@@ -526,6 +524,7 @@ impl SchedulerBuilder {
             reserve_descriptors: self.reserve_descriptors,
             chaos: std::env::var_os("GOFER_CHAOS_MIGRATE").is_some_and(|v| v == "1"),
             io_driver,
+            io_driver_reason,
         })
     }
 }

@@ -666,6 +666,8 @@ impl Shared {
             blocking_busy: self.blocking.busy(),
             blocking_queued: self.blocking.queued(),
             blocking_threads: self.blocking.threads(),
+            io_driver: self.config.io_driver,
+            io_driver_reason: self.config.io_driver_reason.clone(),
             processers,
         }
     }

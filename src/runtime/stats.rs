@@ -1,5 +1,7 @@
 //! Statistics a user can read while the scheduler runs.
 
+use crate::IoDriver;
+
 /// A snapshot of a scheduler's counters, from
 /// [`Scheduler::stats`](crate::Scheduler::stats).
 ///
@@ -69,6 +71,17 @@ pub struct Stats {
     /// Blocking-pool threads alive (busy or idle); an idle one exits after
     /// `blocking_idle_timeout`.
     pub blocking_threads: usize,
+    /// The IO driver the scheduler runs: [`IoDriver::Epoll`] or
+    /// [`IoDriver::Uring`], never `Auto` (which resolves to one of them at
+    /// build).
+    pub io_driver: IoDriver,
+    /// Why `io_driver` runs, as text: who asked for which driver
+    /// (`SchedulerBuilder::io_driver`, `GOFER_IO`, or `Auto` by default)
+    /// and, for `Auto`, what decided, e.g. "Auto (the default) chose
+    /// epoll: the benchmarks do not show io_uring ahead of it (io_uring
+    /// not probed)" or "GOFER_IO=auto chose epoll: io_uring unavailable:
+    /// io_uring_setup failed: ...". For reading, not parsing.
+    pub io_driver_reason: String,
     /// One entry per live Processer.
     pub processers: Vec<ProcesserStats>,
 }

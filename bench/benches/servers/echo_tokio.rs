@@ -29,7 +29,7 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     let idle = args.idle();
     let r = rt.block_on(async move {
-        let listener = listen::bind(args.addr)?;
+        let listener = TcpListener::from_std(listen::bind(args.addr, false)?)?;
         args::listening(listener.local_addr()?);
         tokio::spawn(accept_loop(listener, idle))
             .await

@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         .expect("a tokio runtime");
     let idle = args.idle();
     let r = rt.block_on(async move {
-        let listener = listen::bind(args.addr)?;
+        let listener = TcpListener::from_std(listen::bind(args.addr, false)?)?;
         args::listening(listener.local_addr()?);
         // The accept loop runs on a worker, like gofer's accept task.
         tokio::spawn(accept_loop(listener, idle))

@@ -1,6 +1,7 @@
 //! The IO manager: an epoll reactor per scheduler, on which tasks that wait
 //! for a socket park while their thread runs other tasks.
 //!
+//! - `choice.rs`: which driver a scheduler runs, and why;
 //! - `epoll.rs`: the OS layer (epoll, the eventfd that interrupts a wait);
 //! - `readiness.rs`: one socket's readiness word and its waiting tasks;
 //! - `reactor.rs`: who polls, how events become wake-ups, and the
@@ -8,6 +9,7 @@
 //! - `uring.rs`: the io_uring driver, a ring per core Processer through
 //!   which bound tasks' stream reads and writes complete.
 
+pub(crate) mod choice;
 pub(crate) mod epoll;
 pub(crate) mod reactor;
 pub(crate) mod readiness;

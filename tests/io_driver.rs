@@ -1,0 +1,169 @@
+//! Choosing the IO driver: `SchedulerBuilder::io_driver` over `GOFER_IO`
+//! over `Auto`, and `stats()` naming the driver that runs and why. Each
+//! scenario runs in a child process with `GOFER_IO` set (or removed) for it,
+//! so that the variable never leaks into other tests.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{child_scenario, describe, run_child_watched};
+use gofer::{ConfigError, IoDriver, Scheduler, Stats};
+
+/// Runs `body` in a child of this test binary with `GOFER_IO` set to
+/// `gofer_io` (removed for `None`), under a watchdog.
+fn with_gofer_io(test: &str, gofer_io: Option<&str>, body: impl FnOnce()) {
+    if child_scenario().as_deref() == Some(test) {
+        body();
+        println!("CHILD-OK {test}");
+        return;
+    }
+    let out = run_child_watched(
+        test,
+        test,
+        &[("GOFER_IO", gofer_io)],
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|| panic!("{test} hung: the child was killed"));
+    assert!(
+        out.status.success()
+            && String::from_utf8_lossy(&out.stdout).contains(&format!("CHILD-OK {test}")),
+        "{}",
+        describe(&out)
+    );
+}
+
+/// The stats of a one-thread scheduler built by `builder`, after a task ran.
+fn stats_of(builder: gofer::SchedulerBuilder) -> Stats {
+    let s = builder
+        .min_threads(1)
+        .max_threads(1)
+        .build()
+        .expect("scheduler");
+    assert_eq!(s.spawn(|| 5).join().expect("task"), 5);
+    let st = s.stats();
+    s.shutdown();
+    st
+}
+
+/// While the benchmarks do not show io_uring ahead, `Auto` runs epoll and
+/// says so, without claiming anything about the kernel (it does not probe).
+fn assert_auto_chose_epoll(st: &Stats, asked: &str) {
+    assert_eq!(st.io_driver, IoDriver::Epoll, "{}", st.io_driver_reason);
+    let why = &st.io_driver_reason;
+    assert!(why.starts_with(&format!("{asked} chose epoll")), "{why}");
+    assert!(why.contains("not probed"), "{why}");
+}
+
+#[test]
+fn without_builder_or_gofer_io_auto_runs_epoll_and_stats_say_why() {
+    let test = "without_builder_or_gofer_io_auto_runs_epoll_and_stats_say_why";
+    with_gofer_io(test, None, || {
+        assert_eq!(IoDriver::default(), IoDriver::Auto);
+        assert_auto_chose_epoll(&stats_of(Scheduler::builder()), "Auto (the default)");
+    });
+}
+
+#[test]
+fn gofer_io_auto_runs_epoll_and_stats_say_why() {
+    let test = "gofer_io_auto_runs_epoll_and_stats_say_why";
+    with_gofer_io(test, Some("auto"), || {
+        assert_auto_chose_epoll(&stats_of(Scheduler::builder()), "GOFER_IO=auto");
+    });
+}
+
+#[test]
+fn gofer_io_epoll_and_uring_run_what_they_name() {
+    let test = "gofer_io_epoll_and_uring_run_what_they_name";
+    with_gofer_io(test, Some("epoll"), || {
+        let st = stats_of(Scheduler::builder());
+        assert_eq!(st.io_driver, IoDriver::Epoll);
+        assert_eq!(st.io_driver_reason, "asked for by GOFER_IO=epoll");
+        // The variable read at each build: the same process, set to uring.
+        std::env::set_var("GOFER_IO", "uring");
+        let st = stats_of(Scheduler::builder());
+        assert_eq!(st.io_driver, IoDriver::Uring);
+        assert_eq!(st.io_driver_reason, "asked for by GOFER_IO=uring");
+    });
+}
+
+#[test]
+fn the_builder_wins_over_gofer_io() {
+    let test = "the_builder_wins_over_gofer_io";
+    with_gofer_io(test, Some("uring"), || {
+        let st = stats_of(Scheduler::builder().io_driver(IoDriver::Epoll));
+        assert_eq!(st.io_driver, IoDriver::Epoll);
+        assert_eq!(
+            st.io_driver_reason,
+            "asked for by SchedulerBuilder::io_driver(Epoll)"
+        );
+        let st = stats_of(Scheduler::builder().io_driver(IoDriver::Auto));
+        assert_auto_chose_epoll(&st, "SchedulerBuilder::io_driver(Auto)");
+    });
+}
+
+#[test]
+fn a_forced_ring_from_the_builder_wins_over_gofer_io_epoll() {
+    let test = "a_forced_ring_from_the_builder_wins_over_gofer_io_epoll";
+    with_gofer_io(test, Some("epoll"), || {
+        let st = stats_of(Scheduler::builder().io_driver(IoDriver::Uring));
+        assert_eq!(st.io_driver, IoDriver::Uring);
+        assert_eq!(
+            st.io_driver_reason,
+            "asked for by SchedulerBuilder::io_driver(Uring)"
+        );
+    });
+}
+
+#[test]
+fn a_gofer_io_naming_no_driver_is_a_config_error_listing_the_accepted_values() {
+    let test = "a_gofer_io_naming_no_driver_is_a_config_error_listing_the_accepted_values";
+    with_gofer_io(test, Some("io_uring"), || {
+        let e = Scheduler::builder()
+            .build()
+            .expect_err("io_uring is not a GOFER_IO value");
+        let ConfigError::IoDriver { requested, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(requested, "io_uring");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("GOFER_IO accepts auto, epoll or uring"),
+            "{msg}"
+        );
+        // The builder's choice does not read the variable.
+        let st = stats_of(Scheduler::builder().io_driver(IoDriver::Epoll));
+        assert_eq!(st.io_driver, IoDriver::Epoll);
+    });
+}
+
+/// Building a scheduler that probes io_uring leaves the calling thread
+/// with nothing of a ring: the kernel tears a ring down asynchronously and
+/// then notifies every thread that created one (task work that interrupts
+/// a blocking call), and a socket read with a timeout (`SO_RCVTIMEO`) on
+/// that thread would fail with `Interrupted` instead of blocking until its
+/// timeout.
+#[test]
+fn probing_io_uring_does_not_interrupt_the_building_threads_timed_reads() {
+    let test = "probing_io_uring_does_not_interrupt_the_building_threads_timed_reads";
+    with_gofer_io(test, Some("uring"), || {
+        use std::io::{ErrorKind, Read};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let _c = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (mut srv, _) = l.accept().expect("accept");
+        let timeout = Duration::from_millis(20);
+        srv.set_read_timeout(Some(timeout)).expect("timeout");
+        for round in 0..20 {
+            let s = Scheduler::builder()
+                .min_threads(1)
+                .max_threads(1)
+                .build()
+                .expect("uring from GOFER_IO");
+            assert_eq!(s.stats().io_driver, IoDriver::Uring);
+            s.shutdown();
+            let mut b = [0u8; 1];
+            let r = srv.read(&mut b).map_err(|e| e.kind());
+            assert_eq!(r, Err(ErrorKind::WouldBlock), "round {round}");
+        }
+    });
+}
