@@ -103,6 +103,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use super::reactor::Reactor;
 use super::readiness::TimedOut;
+use super::uring_recv::{self, Pool, BUF_COUNT, BUF_GROUP, REC_TAG};
 use crate::runtime::context;
 use crate::runtime::processer_shared::ProcesserShared;
 use crate::runtime::shared::Shared;
@@ -119,7 +120,7 @@ const SQ_ENTRIES: u32 = 256;
 /// overflow (`IORING_FEAT_NODROP`) until the next turn makes room.
 const CQ_ENTRIES: u32 = 8192;
 /// The `user_data` of a cancel entry: its completion ends no slot.
-const CANCEL_DATA: u64 = 0;
+pub(crate) const CANCEL_DATA: u64 = 0;
 /// How long a ring's end waits for the completions of operations still in
 /// flight before it leaks the ring.
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
@@ -151,6 +152,9 @@ pub(crate) struct RingWaker {
     /// waker is owned by the scheduler, and is polled only by threads that
     /// hold the scheduler (its Processers and Dispatcher).
     sched: *const Shared,
+    /// The same scheduler, for the ring's pool (woken from any thread,
+    /// possibly after the scheduler is gone).
+    sched_weak: Weak<Shared>,
 }
 
 // SAFETY: `sched` is only read (through `&Shared`, which is Sync) while
@@ -164,6 +168,7 @@ impl RingWaker {
         Arc::new(RingWaker {
             p,
             sched: Arc::as_ptr(sched),
+            sched_weak: Arc::downgrade(sched),
         })
     }
 
@@ -189,6 +194,16 @@ pub(crate) struct Ring {
     /// Entries queued since the last enter.
     unsubmitted: Cell<usize>,
     reactor: Weak<Reactor>,
+    /// The provided buffers of multishot receives (`uring_recv.rs`);
+    /// `None` when they are switched off or the kernel refused them.
+    pool: Option<Arc<Pool>>,
+}
+
+/// Whether rings receive through multishot entries (`uring_recv.rs`):
+/// yes unless `GOFER_URING_RECV=single`.
+fn multishot_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| std::env::var("GOFER_URING_RECV").map_or(true, |v| v != "single"))
 }
 
 impl Ring {
@@ -199,13 +214,33 @@ impl Ring {
             .setup_cqsize(CQ_ENTRIES)
             .setup_clamp()
             .build(SQ_ENTRIES)?;
+        let pool = if multishot_wanted() {
+            Pool::new(waker.p.clone(), Weak::clone(&waker.sched_weak)).ok()
+        } else {
+            None
+        };
+        // SAFETY: the pool's descriptor ring stays allocated while the ring
+        // holds the pool, which it does until it is closed (or leaks it
+        // with the ring: `Drop`).
+        let pool = pool.filter(|pool| unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(pool.ring_addr(), BUF_COUNT, BUF_GROUP, 0)
+                .is_ok()
+        });
         reactor.register_ring(ring.as_raw_fd(), waker)?;
         Ok(Ring {
             ring: ManuallyDrop::new(RefCell::new(ring)),
             in_flight: Cell::new(0),
             unsubmitted: Cell::new(0),
             reactor: Arc::downgrade(reactor),
+            pool,
         })
+    }
+
+    /// The ring's provided buffers, if it receives through multishot
+    /// entries.
+    pub(crate) fn pool(&self) -> Option<&Arc<Pool>> {
+        self.pool.as_ref()
     }
 
     /// Queues `e`; a full submission queue is submitted first.
@@ -214,7 +249,7 @@ impl Ring {
     /// Whatever `e` points at (its buffer, and the slot its `user_data`
     /// names unless it is [`CANCEL_DATA`]) stays valid and unmoved until its
     /// completion is reaped (module docs).
-    unsafe fn push(&self, e: &squeue::Entry) -> io::Result<()> {
+    pub(crate) unsafe fn push(&self, e: &squeue::Entry) -> io::Result<()> {
         let mut ring = self.ring.borrow_mut();
         loop {
             // SAFETY: the caller's contract.
@@ -232,6 +267,9 @@ impl Ring {
     /// Whether a turn has anything to do: entries to submit, or
     /// completions to reap.
     pub(crate) fn needs_turn(&self) -> bool {
+        if self.pool.as_ref().is_some_and(|p| p.remote_pending()) {
+            return true;
+        }
         if self.in_flight.get() == 0 {
             return false;
         }
@@ -241,6 +279,9 @@ impl Ring {
     /// A loop turn (module docs): submits what was queued, reaps the
     /// completions, and pushes the tasks they end on `woken`.
     pub(crate) fn turn(&self, woken: &mut Vec<Runnable>) {
+        if let Some(pool) = &self.pool {
+            pool.take_remote(self);
+        }
         if self.in_flight.get() == 0 {
             return;
         }
@@ -254,8 +295,19 @@ impl Ring {
             }
         }
         for cqe in ring.completion() {
-            self.in_flight.set(self.in_flight.get() - 1);
             let data = cqe.user_data();
+            if data & REC_TAG != 0 {
+                // SAFETY: a tagged user_data is a record with an armed
+                // entry on this ring, whose count the kernel holds until
+                // this entry's last completion (`uring_recv.rs`).
+                if unsafe {
+                    uring_recv::complete(data & !REC_TAG, cqe.result(), cqe.flags(), Some(woken))
+                } {
+                    self.in_flight.set(self.in_flight.get() - 1);
+                }
+                continue;
+            }
+            self.in_flight.set(self.in_flight.get() - 1);
             if data == CANCEL_DATA {
                 continue;
             }
@@ -288,6 +340,10 @@ impl Drop for Ring {
             // SAFETY: dropped once, here; nothing of the kernel's refers to
             // our memory any more.
             unsafe { ManuallyDrop::drop(&mut self.ring) };
+        } else if let Some(pool) = &self.pool {
+            // The kernel may still fill the pool's buffers: it is leaked
+            // with the ring.
+            std::mem::forget(Arc::clone(pool));
         }
         // Otherwise the ring is leaked: the kernel still holds buffers in
         // stacks that are never freed, and keeps its queues mapped too.
@@ -316,8 +372,18 @@ impl Ring {
                 }
             }
             let _ = ring.submitter().submit_with_args(1, &args);
-            let n = ring.completion().count();
-            self.in_flight.set(self.in_flight.get() - n);
+            for cqe in ring.completion() {
+                let data = cqe.user_data();
+                // SAFETY: as in `turn`; the waiters are not woken (their
+                // tasks never run again).
+                if data & REC_TAG == 0
+                    || unsafe {
+                        uring_recv::complete(data & !REC_TAG, cqe.result(), cqe.flags(), None)
+                    }
+                {
+                    self.in_flight.set(self.in_flight.get() - 1);
+                }
+            }
         }
     }
 }
