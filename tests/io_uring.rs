@@ -25,6 +25,13 @@ fn uring_sched(name: &str, threads: usize) -> Scheduler {
         .expect("io_uring is available on the test machine")
 }
 
+/// [`uring_sched`] with multishot receive (`GOFER_URING_RECV=multishot`,
+/// read once per process: each test is its own child).
+fn uring_sched_ms(name: &str, threads: usize) -> Scheduler {
+    std::env::set_var("GOFER_URING_RECV", "multishot");
+    uring_sched(name, threads)
+}
+
 fn listener() -> (TcpListener, SocketAddr) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback listener");
     let a = l.local_addr().expect("local_addr");
@@ -303,7 +310,7 @@ fn after_a_ring_read_the_ring_keeps_receiving_with_no_reader() {
     in_child(
         "after_a_ring_read_the_ring_keeps_receiving_with_no_reader",
         || {
-            let s = uring_sched("uring-armed", 1);
+            let s = uring_sched_ms("uring-armed", 1);
             let (stream, mut peer) = pair();
             let stream = std::sync::Arc::new(stream);
             let reader = stream.clone();
@@ -340,7 +347,7 @@ fn multishot_reads_keep_every_byte_in_order_over_many_connections_and_sizes() {
             const SIZES: [usize; 8] = [1, 7, 100, 4095, 4096, 4097, 9000, 20000];
             const READS: [usize; 5] = [1, 13, 1000, 4096, 16384];
             raise_nofile_limit(4 * CONNS as u64 + 256);
-            let s = uring_sched("uring-sizes", 2);
+            let s = uring_sched_ms("uring-sizes", 2);
             let mut hs = Vec::new();
             for c in 0..CONNS {
                 let (stream, mut peer) = pair();
@@ -386,7 +393,7 @@ fn an_exhausted_buffer_ring_loses_no_bytes() {
         const CONNS: usize = 300;
         const LEN: usize = 24 << 10;
         raise_nofile_limit(4 * CONNS as u64 + 256);
-        let s = uring_sched("uring-enobufs", 1);
+        let s = uring_sched_ms("uring-enobufs", 1);
         let (go_tx, go_rx) = gofer::chan::bounded::<()>(CONNS);
         let mut streams = Vec::new();
         let mut peers = Vec::new();
@@ -436,7 +443,7 @@ fn an_exhausted_buffer_ring_loses_no_bytes() {
 #[test]
 fn a_read_timeout_while_armed_loses_nothing() {
     in_child("a_read_timeout_while_armed_loses_nothing", || {
-        let s = uring_sched("uring-armed-timeout", 1);
+        let s = uring_sched_ms("uring-armed-timeout", 1);
         let (stream, mut peer) = pair();
         peer.write_all(b"x").expect("peer write");
         let (tx, rx) = mpsc::channel();
@@ -470,7 +477,7 @@ fn end_of_stream_after_data_comes_after_the_data_and_stays() {
     in_child(
         "end_of_stream_after_data_comes_after_the_data_and_stays",
         || {
-            let s = uring_sched("uring-armed-eof", 1);
+            let s = uring_sched_ms("uring-armed-eof", 1);
             let (stream, mut peer) = pair();
             peer.write_all(b"ab").expect("peer write");
             let stream = std::sync::Arc::new(stream);
@@ -508,7 +515,7 @@ fn dropping_an_armed_socket_with_data_pending_closes_it() {
         "dropping_an_armed_socket_with_data_pending_closes_it",
         || {
             const ITERS: usize = 300;
-            let s = uring_sched("uring-armed-drop", 2);
+            let s = uring_sched_ms("uring-armed-drop", 2);
             for i in 0..ITERS {
                 let (stream, mut peer) = pair();
                 peer.write_all(b"1").expect("peer write");
@@ -549,7 +556,7 @@ fn dropping_an_armed_socket_with_data_pending_closes_it() {
 fn shutdown_now_with_armed_sockets_then_their_drop() {
     in_child("shutdown_now_with_armed_sockets_then_their_drop", || {
         const TASKS: usize = 50;
-        let s = uring_sched("uring-armed-shutdown", 2);
+        let s = uring_sched_ms("uring-armed-shutdown", 2);
         let mut peers = Vec::new();
         let mut streams = Vec::new();
         for _ in 0..TASKS {

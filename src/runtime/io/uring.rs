@@ -200,10 +200,12 @@ pub(crate) struct Ring {
 }
 
 /// Whether rings receive through multishot entries (`uring_recv.rs`):
-/// yes unless `GOFER_URING_RECV=single`.
+/// only with `GOFER_URING_RECV=multishot` (read once per process), since
+/// the measurements do not show it ahead of single-shot reads
+/// (BENCHMARKS.md, "The io_uring driver").
 fn multishot_wanted() -> bool {
     static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WANTED.get_or_init(|| std::env::var("GOFER_URING_RECV").map_or(true, |v| v != "single"))
+    *WANTED.get_or_init(|| std::env::var("GOFER_URING_RECV").is_ok_and(|v| v == "multishot"))
 }
 
 impl Ring {
@@ -374,13 +376,14 @@ impl Ring {
             let _ = ring.submitter().submit_with_args(1, &args);
             for cqe in ring.completion() {
                 let data = cqe.user_data();
-                // SAFETY: as in `turn`; the waiters are not woken (their
-                // tasks never run again).
-                if data & REC_TAG == 0
-                    || unsafe {
+                let last = data & REC_TAG == 0 || {
+                    // SAFETY: as in `turn`; the waiters are not woken
+                    // (their tasks never run again).
+                    unsafe {
                         uring_recv::complete(data & !REC_TAG, cqe.result(), cqe.flags(), None)
                     }
-                {
+                };
+                if last {
                     self.in_flight.set(self.in_flight.get() - 1);
                 }
             }

@@ -1,5 +1,7 @@
 //! Multishot receive into a provided-buffer ring: one `RECV` entry per
 //! connection, armed once and kept armed, instead of one entry per read.
+//! Off unless `GOFER_URING_RECV=multishot` (`uring.rs`); without it, a
+//! ring has no pool, no record is ever made, and reads are single-shot.
 //!
 //! # The parts
 //!
