@@ -289,6 +289,35 @@ fn an_unknown_gofer_io_value_is_a_config_error() {
     });
 }
 
+/// The thread that builds a scheduler with the uring driver is not one the
+/// kernel interrupts later: a ring made and closed on a thread adds it to
+/// the ring's users, and the ring's teardown, a few milliseconds after
+/// the close, runs work on each user that interrupts a blocking call with a
+/// timeout (`EINTR`).
+#[test]
+fn building_a_uring_scheduler_does_not_interrupt_the_builders_next_blocking_call() {
+    in_child(
+        "building_a_uring_scheduler_does_not_interrupt_the_builders_next_blocking_call",
+        || {
+            for i in 0..5 {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+                let mut c =
+                    std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+                c.set_read_timeout(Some(Duration::from_millis(300)))
+                    .expect("timeout");
+                let s = uring_sched("uring-builder", 1);
+                // Nothing is sent: the read ends by its timeout.
+                let mut b = [0u8; 1];
+                match c.read(&mut b) {
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    other => panic!("build {i}: the read ended by {other:?}, not its timeout"),
+                }
+                s.shutdown();
+            }
+        },
+    );
+}
+
 /// Bytes waiting in the socket's own receive queue (`FIONREAD`): data a
 /// multishot receive has taken into the ring's buffers is no longer there.
 fn unread_in_socket(s: &TcpStream) -> usize {

@@ -127,7 +127,25 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// Whether this kernel offers io_uring with the operations the driver
 /// uses; the reason if not.
+///
+/// The probe's ring is made on a thread of its own, which ends before this
+/// returns. A thread that makes a ring is one of the ring's users until it
+/// exits, and the kernel's teardown of a closed ring, which runs some
+/// milliseconds after the close, interrupts each user's blocking system
+/// call: a socket read or write with a timeout, or an `epoll_wait`, would
+/// fail with `EINTR` on the caller's thread (the one building the
+/// scheduler) for no signal of its own.
 pub(crate) fn probe() -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("gofer-uring-probe".into())
+        .spawn(probe_here)
+        .map_err(|e| format!("no thread for the io_uring probe: {e}"))?
+        .join()
+        .map_err(|_| "the io_uring probe panicked".to_string())?
+}
+
+/// [`probe`], on the running thread.
+fn probe_here() -> Result<(), String> {
     let ring = IoUring::new(2).map_err(|e| format!("io_uring_setup failed: {e}"))?;
     let mut probe = io_uring::Probe::new();
     ring.submitter()
