@@ -230,10 +230,24 @@ impl Ring {
     /// A ring, registered with `reactor` so that `waker` wakes its
     /// Processer when completions arrive.
     pub(crate) fn new(reactor: &Arc<Reactor>, waker: Arc<RingWaker>) -> io::Result<Ring> {
+        // COOP_TASKRUN: the kernel's work for this ring's completions waits
+        // for its thread's next entry into the kernel instead of
+        // interrupting it (a sleeping owner is still woken); TASKRUN_FLAG
+        // says when such work waits, and the turn enters for it
+        // (`needs_turn`). A kernel without them (before 5.19) gets a ring
+        // without them.
         let ring = IoUring::builder()
             .setup_cqsize(CQ_ENTRIES)
             .setup_clamp()
-            .build(SQ_ENTRIES)?;
+            .setup_coop_taskrun()
+            .setup_taskrun_flag()
+            .build(SQ_ENTRIES)
+            .or_else(|_| {
+                IoUring::builder()
+                    .setup_cqsize(CQ_ENTRIES)
+                    .setup_clamp()
+                    .build(SQ_ENTRIES)
+            })?;
         let pool = if multishot_wanted() {
             Pool::new(waker.p.clone(), Weak::clone(&waker.sched_weak)).ok()
         } else {
@@ -284,7 +298,8 @@ impl Ring {
         Ok(())
     }
 
-    /// Whether a turn has anything to do: entries to submit, or
+    /// Whether a turn has anything to do: entries to submit, the kernel's
+    /// work for completions waiting for an entry (`IORING_SQ_TASKRUN`), or
     /// completions to reap.
     pub(crate) fn needs_turn(&self) -> bool {
         if self.pool.as_ref().is_some_and(|p| p.remote_pending()) {
@@ -293,7 +308,8 @@ impl Ring {
         if self.in_flight.get() == 0 {
             return false;
         }
-        self.unsubmitted.get() != 0 || !self.ring.borrow_mut().completion().is_empty()
+        let mut ring = self.ring.borrow_mut();
+        self.unsubmitted.get() != 0 || ring.submission().taskrun() || !ring.completion().is_empty()
     }
 
     /// A loop turn (module docs): submits what was queued, reaps the
@@ -306,7 +322,7 @@ impl Ring {
             return;
         }
         let mut ring = self.ring.borrow_mut();
-        if self.unsubmitted.get() != 0 {
+        if self.unsubmitted.get() != 0 || ring.submission().taskrun() {
             // An error (EBUSY while the kernel holds overflowed
             // completions, EINTR) leaves the entries queued for the next
             // turn, after this one reaped.
