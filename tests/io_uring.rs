@@ -623,3 +623,53 @@ fn shutdown_now_with_armed_sockets_then_their_drop() {
         drop(peers);
     });
 }
+
+/// A completion for a Processer's ring does not interrupt a blocking call
+/// with a timeout that a task of that Processer makes meanwhile (the
+/// kernel's work for the completion waits for the ring's next enter).
+#[test]
+fn a_completion_does_not_interrupt_a_blocking_call_on_the_rings_thread() {
+    in_child(
+        "a_completion_does_not_interrupt_a_blocking_call_on_the_rings_thread",
+        || {
+            let s = uring_sched("uring-intr", 1);
+            let (mut stream, mut peer) = pair();
+            let reader = s.spawn(move || {
+                let mut buf = [0u8; 64];
+                stream.read(&mut buf).expect("read")
+            });
+            wait_parked(&s, "the ring reader parked");
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let c = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+            let (tx, rx) = mpsc::channel();
+            let blocker = s.spawn(move || {
+                let mut c = c;
+                c.set_read_timeout(Some(Duration::from_millis(1500)))
+                    .expect("timeout");
+                // SAFETY: a plain system call.
+                tx.send(unsafe { libc::gettid() }).expect("send");
+                let mut b = [0u8; 1];
+                c.read(&mut b).map_err(|e| e.kind())
+            });
+            let tid = rx.recv().expect("blocker started");
+            // The blocker's thread is in its read: `recvfrom`, the system
+            // call std's read makes.
+            let syscall = format!("/proc/self/task/{tid}/syscall");
+            common::wait_until("the blocker is in its read", || {
+                std::fs::read_to_string(&syscall)
+                    .is_ok_and(|s| s.starts_with(&format!("{} ", libc::SYS_recvfrom)))
+            });
+            peer.write_all(b"x").expect("peer write");
+            // Nothing is sent to the blocker: its read ends by its timeout.
+            let r = blocker.join().expect("blocker");
+            assert_eq!(
+                r,
+                Err(ErrorKind::WouldBlock),
+                "the blocking read ended early"
+            );
+            assert_eq!(reader.join().expect("reader"), 1);
+            drop(l);
+            s.shutdown();
+        },
+    );
+}

@@ -17,7 +17,8 @@
 //!
 //! The ring is made at the first such operation on its Processer, and its
 //! descriptor registered with the scheduler's epoll reactor (a ring is
-//! readable when completions wait in it): a Processer asleep on its futex,
+//! readable when completions wait in it; with DEFER_TASKRUN an eventfd the
+//! kernel signals stands in its place: [`build_ring`]): a Processer asleep on its futex,
 //! or waiting in the reactor, is woken when a completion of one of its
 //! tasks arrives (`reactor.rs`, "Rings"). A Processer announcing its sleep
 //! looks at its ring after the announcement (`ProcLocal::sleep`), so a
@@ -94,7 +95,7 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::marker::PhantomPinned;
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::pin;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -215,6 +216,45 @@ pub(crate) struct Ring {
     /// The provided buffers of multishot receives (`uring_recv.rs`);
     /// `None` when they are switched off or the kernel refused them.
     pool: Option<Arc<Pool>>,
+    /// With DEFER_TASKRUN, the eventfd registered in the reactor in place
+    /// of the ring's descriptor ([`build_ring`]).
+    efd: Option<OwnedFd>,
+}
+
+/// A ring set up with `SINGLE_ISSUER | DEFER_TASKRUN | TASKRUN_FLAG` (the
+/// `bool` is true) where the kernel has them (6.1), else with
+/// `COOP_TASKRUN | TASKRUN_FLAG` (5.19), else plain.
+///
+/// Without DEFER_TASKRUN the kernel runs the work that posts a completion
+/// (the read once data came, for one) on the ring's thread by interrupting
+/// it: a blocking system call with a timeout that a task makes on that
+/// thread then fails with `EINTR`. With it, the work waits until the
+/// owner enters the ring with `GETEVENTS`, which a turn does when
+/// `TASKRUN_FLAG` says work waits (`needs_turn`); every enter must then
+/// come from the thread that made the ring (`SINGLE_ISSUER`), which holds:
+/// the Processer makes, uses, drains and drops its ring on its own thread.
+fn build_ring() -> io::Result<(IoUring, bool)> {
+    let base = || {
+        let mut b = IoUring::builder();
+        b.setup_cqsize(CQ_ENTRIES).setup_clamp();
+        b
+    };
+    if let Ok(r) = base()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_taskrun_flag()
+        .build(SQ_ENTRIES)
+    {
+        return Ok((r, true));
+    }
+    if let Ok(r) = base()
+        .setup_coop_taskrun()
+        .setup_taskrun_flag()
+        .build(SQ_ENTRIES)
+    {
+        return Ok((r, false));
+    }
+    Ok((base().build(SQ_ENTRIES)?, false))
 }
 
 /// Whether rings receive through multishot entries (`uring_recv.rs`):
@@ -230,24 +270,7 @@ impl Ring {
     /// A ring, registered with `reactor` so that `waker` wakes its
     /// Processer when completions arrive.
     pub(crate) fn new(reactor: &Arc<Reactor>, waker: Arc<RingWaker>) -> io::Result<Ring> {
-        // COOP_TASKRUN: the kernel's work for this ring's completions waits
-        // for its thread's next entry into the kernel instead of
-        // interrupting it (a sleeping owner is still woken); TASKRUN_FLAG
-        // says when such work waits, and the turn enters for it
-        // (`needs_turn`). A kernel without them (before 5.19) gets a ring
-        // without them.
-        let ring = IoUring::builder()
-            .setup_cqsize(CQ_ENTRIES)
-            .setup_clamp()
-            .setup_coop_taskrun()
-            .setup_taskrun_flag()
-            .build(SQ_ENTRIES)
-            .or_else(|_| {
-                IoUring::builder()
-                    .setup_cqsize(CQ_ENTRIES)
-                    .setup_clamp()
-                    .build(SQ_ENTRIES)
-            })?;
+        let (ring, deferred) = build_ring()?;
         let pool = if multishot_wanted() {
             Pool::new(waker.p.clone(), Weak::clone(&waker.sched_weak)).ok()
         } else {
@@ -261,13 +284,32 @@ impl Ring {
                 .register_buf_ring_with_flags(pool.ring_addr(), BUF_COUNT, BUF_GROUP, 0)
                 .is_ok()
         });
-        reactor.register_ring(ring.as_raw_fd(), waker)?;
+        // The deferred work does not make the ring's descriptor readable
+        // (it posts nothing until the owner enters): an eventfd that the
+        // kernel signals when such work is first queued is registered in
+        // the reactor in its place.
+        let efd = if deferred {
+            // SAFETY: a plain system call; the result is checked.
+            let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: a descriptor just made, owned by nobody else.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            ring.submitter().register_eventfd(fd.as_raw_fd())?;
+            Some(fd)
+        } else {
+            None
+        };
+        let wake_fd = efd.as_ref().map_or(ring.as_raw_fd(), AsRawFd::as_raw_fd);
+        reactor.register_ring(wake_fd, waker)?;
         Ok(Ring {
             ring: ManuallyDrop::new(RefCell::new(ring)),
             in_flight: Cell::new(0),
             unsubmitted: Cell::new(0),
             reactor: Arc::downgrade(reactor),
             pool,
+            efd,
         })
     }
 
@@ -367,7 +409,11 @@ impl Drop for Ring {
     fn drop(&mut self) {
         let ring = self.ring.get_mut();
         if let Some(r) = self.reactor.upgrade() {
-            r.deregister_ring(ring.as_raw_fd());
+            r.deregister_ring(
+                self.efd
+                    .as_ref()
+                    .map_or(ring.as_raw_fd(), AsRawFd::as_raw_fd),
+            );
         }
         if self.in_flight.get() != 0 {
             self.drain();
