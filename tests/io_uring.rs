@@ -25,6 +25,13 @@ fn uring_sched(name: &str, threads: usize) -> Scheduler {
         .expect("io_uring is available on the test machine")
 }
 
+/// [`uring_sched`] with multishot receive (`GOFER_URING_RECV=multishot`,
+/// read once per process: each test is its own child).
+fn uring_sched_ms(name: &str, threads: usize) -> Scheduler {
+    std::env::set_var("GOFER_URING_RECV", "multishot");
+    uring_sched(name, threads)
+}
+
 fn listener() -> (TcpListener, SocketAddr) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback listener");
     let a = l.local_addr().expect("local_addr");
@@ -280,4 +287,392 @@ fn an_unknown_gofer_io_value_is_a_config_error() {
         let s = Scheduler::builder().build().expect("uring from GOFER_IO");
         s.shutdown();
     });
+}
+
+/// The thread that builds a scheduler with the uring driver is not one the
+/// kernel interrupts later: a ring made and closed on a thread adds it to
+/// the ring's users, and the ring's teardown, a few milliseconds after
+/// the close, runs work on each user that interrupts a blocking call with a
+/// timeout (`EINTR`).
+#[test]
+fn building_a_uring_scheduler_does_not_interrupt_the_builders_next_blocking_call() {
+    in_child(
+        "building_a_uring_scheduler_does_not_interrupt_the_builders_next_blocking_call",
+        || {
+            for i in 0..5 {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+                let mut c =
+                    std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+                c.set_read_timeout(Some(Duration::from_millis(300)))
+                    .expect("timeout");
+                let s = uring_sched("uring-builder", 1);
+                // Nothing is sent: the read ends by its timeout.
+                let mut b = [0u8; 1];
+                match c.read(&mut b) {
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    other => panic!("build {i}: the read ended by {other:?}, not its timeout"),
+                }
+                s.shutdown();
+            }
+        },
+    );
+}
+
+/// Bytes waiting in the socket's own receive queue (`FIONREAD`): data a
+/// multishot receive has taken into the ring's buffers is no longer there.
+fn unread_in_socket(s: &TcpStream) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, on an open fd.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(r, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+    n as usize
+}
+
+/// The byte at offset `k` of connection `c`'s stream.
+fn pattern(c: usize, k: usize) -> u8 {
+    (k.wrapping_mul(31).wrapping_add(c * 7) % 251) as u8
+}
+
+#[test]
+fn after_a_ring_read_the_ring_keeps_receiving_with_no_reader() {
+    in_child(
+        "after_a_ring_read_the_ring_keeps_receiving_with_no_reader",
+        || {
+            let s = uring_sched_ms("uring-armed", 1);
+            let (stream, mut peer) = pair();
+            let stream = std::sync::Arc::new(stream);
+            let reader = stream.clone();
+            peer.write_all(b"a").expect("peer write");
+            let h = s.spawn(move || {
+                let mut b = [0u8; 1];
+                assert_eq!((&*reader).read(&mut b).expect("first read"), 1);
+            });
+            h.join().expect("reader");
+            // Nobody reads now; the armed entry takes what comes.
+            peer.write_all(&[9u8; 3000]).expect("peer write");
+            common::wait_until("the ring took the bytes", || unread_in_socket(&stream) == 0);
+            let got = s
+                .spawn(move || {
+                    let mut b = vec![0u8; 5000];
+                    let n = (&*stream).read(&mut b).expect("second read");
+                    b.truncate(n);
+                    b
+                })
+                .join()
+                .expect("reader");
+            assert_eq!(got, vec![9u8; 3000]);
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn multishot_reads_keep_every_byte_in_order_over_many_connections_and_sizes() {
+    in_child(
+        "multishot_reads_keep_every_byte_in_order_over_many_connections_and_sizes",
+        || {
+            const CONNS: usize = 200;
+            const SIZES: [usize; 8] = [1, 7, 100, 4095, 4096, 4097, 9000, 20000];
+            const READS: [usize; 5] = [1, 13, 1000, 4096, 16384];
+            raise_nofile_limit(4 * CONNS as u64 + 256);
+            let s = uring_sched_ms("uring-sizes", 2);
+            let mut hs = Vec::new();
+            for c in 0..CONNS {
+                let (stream, mut peer) = pair();
+                let total: usize = SIZES.iter().sum();
+                hs.push(s.spawn(move || {
+                    let mut stream = stream;
+                    let mut got = Vec::with_capacity(total);
+                    let mut i = 0;
+                    while got.len() < total {
+                        let mut b = vec![0u8; READS[(c + i) % READS.len()]];
+                        i += 1;
+                        let n = stream.read(&mut b).expect("read");
+                        assert!(n > 0, "conn {c}: end of stream after {}", got.len());
+                        got.extend_from_slice(&b[..n]);
+                    }
+                    for (k, &b) in got.iter().enumerate() {
+                        assert_eq!(b, pattern(c, k), "conn {c}: byte {k}");
+                    }
+                    let mut b = [0u8; 8];
+                    assert_eq!(stream.read(&mut b).expect("end"), 0, "conn {c}");
+                }));
+                std::thread::spawn(move || {
+                    let mut k = 0;
+                    for &n in &SIZES {
+                        let chunk: Vec<u8> = (k..k + n).map(|k| pattern(c, k)).collect();
+                        k += n;
+                        peer.write_all(&chunk).expect("peer write");
+                    }
+                });
+            }
+            for h in hs {
+                h.join().expect("reader");
+            }
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn an_exhausted_buffer_ring_loses_no_bytes() {
+    in_child("an_exhausted_buffer_ring_loses_no_bytes", || {
+        // More than the ring's buffers can hold (1,024 of 4 KiB).
+        const CONNS: usize = 300;
+        const LEN: usize = 24 << 10;
+        raise_nofile_limit(4 * CONNS as u64 + 256);
+        let s = uring_sched_ms("uring-enobufs", 1);
+        let (go_tx, go_rx) = gofer::chan::bounded::<()>(CONNS);
+        let mut streams = Vec::new();
+        let mut peers = Vec::new();
+        let mut hs = Vec::new();
+        for c in 0..CONNS {
+            let (stream, mut peer) = pair();
+            peer.write_all(&[pattern(c, 0)]).expect("peer write");
+            let stream = std::sync::Arc::new(stream);
+            streams.push(stream.clone());
+            peers.push(peer);
+            let go = go_rx.clone();
+            hs.push(s.spawn(move || {
+                let mut b = [0u8; 1];
+                // Arms the multishot entry.
+                assert_eq!((&*stream).read(&mut b).expect("first read"), 1);
+                go.recv().expect("go");
+                let mut got = vec![0u8; LEN];
+                (&*stream).read_exact(&mut got).expect("the rest");
+                for (k, &b) in got.iter().enumerate() {
+                    assert_eq!(b, pattern(c, k + 1), "conn {c}: byte {}", k + 1);
+                }
+            }));
+        }
+        wait_parked(&s, "every reader armed and parked");
+        for (c, peer) in peers.iter_mut().enumerate() {
+            let chunk: Vec<u8> = (1..=LEN).map(|k| pattern(c, k)).collect();
+            peer.write_all(&chunk).expect("peer write");
+        }
+        // The ring ran dry: data is left in the sockets.
+        let total = CONNS * LEN;
+        common::wait_until("the ring took what its buffers hold", || {
+            let left: usize = streams.iter().map(|s| unread_in_socket(s)).sum();
+            left < total - (2 << 20)
+        });
+        let left: usize = streams.iter().map(|s| unread_in_socket(s)).sum();
+        assert!(left > 0, "every byte fit in the ring: no exhaustion tested");
+        for _ in 0..CONNS {
+            go_tx.send(()).expect("go");
+        }
+        for h in hs {
+            h.join().expect("reader");
+        }
+        s.shutdown();
+    });
+}
+
+#[test]
+fn a_read_timeout_while_armed_loses_nothing() {
+    in_child("a_read_timeout_while_armed_loses_nothing", || {
+        let s = uring_sched_ms("uring-armed-timeout", 1);
+        let (stream, mut peer) = pair();
+        peer.write_all(b"x").expect("peer write");
+        let (tx, rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let h = s.spawn(move || {
+            let mut stream = stream;
+            let mut b = [0u8; 16];
+            assert_eq!(stream.read(&mut b).expect("arming read"), 1);
+            stream
+                .set_read_timeout(Some(Duration::from_millis(30)))
+                .expect("timeout");
+            for _ in 0..5 {
+                let e = stream.read(&mut b).expect_err("nothing sent");
+                assert_eq!(e.kind(), ErrorKind::WouldBlock);
+            }
+            tx.send(()).expect("report");
+            go_rx.recv().expect("peer wrote");
+            let n = stream.read(&mut b).expect("read after timeouts");
+            assert_eq!(&b[..n], b"hello");
+        });
+        recv(&rx, "the reads timed out");
+        peer.write_all(b"hello").expect("peer write");
+        go_tx.send(()).expect("go");
+        h.join().expect("reader");
+        s.shutdown();
+    });
+}
+
+#[test]
+fn end_of_stream_after_data_comes_after_the_data_and_stays() {
+    in_child(
+        "end_of_stream_after_data_comes_after_the_data_and_stays",
+        || {
+            let s = uring_sched_ms("uring-armed-eof", 1);
+            let (stream, mut peer) = pair();
+            peer.write_all(b"ab").expect("peer write");
+            let stream = std::sync::Arc::new(stream);
+            let r = stream.clone();
+            s.spawn(move || {
+                let mut b = [0u8; 1];
+                assert_eq!((&*r).read(&mut b).expect("arming read"), 1);
+            })
+            .join()
+            .expect("reader");
+            peer.write_all(b"cdef").expect("peer write");
+            drop(peer);
+            common::wait_until("the ring took the bytes", || unread_in_socket(&stream) == 0);
+            let got = s
+                .spawn(move || {
+                    let mut got = Vec::new();
+                    (&*stream).read_to_end(&mut got).expect("read to end");
+                    let mut b = [0u8; 4];
+                    for _ in 0..3 {
+                        assert_eq!((&*stream).read(&mut b).expect("again"), 0);
+                    }
+                    got
+                })
+                .join()
+                .expect("reader");
+            assert_eq!(got, b"bcdef");
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn dropping_an_armed_socket_with_data_pending_closes_it() {
+    in_child(
+        "dropping_an_armed_socket_with_data_pending_closes_it",
+        || {
+            const ITERS: usize = 300;
+            let s = uring_sched_ms("uring-armed-drop", 2);
+            for i in 0..ITERS {
+                let (stream, mut peer) = pair();
+                peer.write_all(b"1").expect("peer write");
+                let stream = std::sync::Arc::new(stream);
+                let r = stream.clone();
+                s.spawn(move || {
+                    let mut b = [0u8; 1];
+                    assert_eq!((&*r).read(&mut b).expect("arming read"), 1);
+                })
+                .join()
+                .expect("reader");
+                peer.write_all(&[2u8; 6000]).expect("peer write");
+                common::wait_until("the ring took the bytes", || unread_in_socket(&stream) == 0);
+                if i % 2 == 0 {
+                    // Dropped on a task of the ring's Processer, or of the
+                    // other one.
+                    s.spawn(move || drop(stream)).join().expect("dropper");
+                } else {
+                    // Dropped on a plain thread.
+                    drop(stream);
+                }
+                // The kernel let the socket go: the peer sees it closed.
+                peer.set_read_timeout(Some(Duration::from_secs(20)))
+                    .expect("timeout");
+                let mut b = [0u8; 16];
+                match peer.read(&mut b) {
+                    Ok(0) => {}
+                    Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+                    other => panic!("iteration {i}: the socket stayed open: {other:?}"),
+                }
+            }
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn shutdown_now_with_armed_sockets_then_their_drop() {
+    in_child("shutdown_now_with_armed_sockets_then_their_drop", || {
+        const TASKS: usize = 50;
+        let s = uring_sched_ms("uring-armed-shutdown", 2);
+        let mut peers = Vec::new();
+        let mut streams = Vec::new();
+        for _ in 0..TASKS {
+            let (stream, mut peer) = pair();
+            peer.write_all(b"1").expect("peer write");
+            let stream = std::sync::Arc::new(stream);
+            streams.push(stream.clone());
+            peers.push(peer);
+            s.spawn(move || {
+                let mut b = [0u8; 1];
+                assert_eq!((&*stream).read(&mut b).expect("arming read"), 1);
+                let _ = (&*stream).read(&mut b);
+                unreachable!("nothing more is sent before the shutdown");
+            });
+        }
+        wait_parked(&s, "every reader parked on its armed socket");
+        s.shutdown_now();
+        assert_eq!(s.stats().alive, 0);
+        s.shutdown();
+        // The rings are gone, their entries cancelled: a plain thread
+        // reads what comes now through the readiness path.
+        for p in &mut peers {
+            p.write_all(&[3u8; 100]).expect("peer write");
+        }
+        for st in &streams {
+            let mut b = [0u8; 200];
+            st.set_read_timeout(Some(Duration::from_secs(20)))
+                .expect("timeout");
+            let mut got = 0;
+            while got < 100 {
+                got += (&**st).read(&mut b).expect("read after shutdown");
+            }
+        }
+        drop(streams);
+        drop(peers);
+    });
+}
+
+/// A completion for a Processer's ring does not interrupt a blocking call
+/// with a timeout that a task of that Processer makes meanwhile (the
+/// kernel's work for the completion waits for the ring's next enter).
+/// Without the `hooks` feature: with it, std's read in a task is a task
+/// wait, not a blocking call.
+#[cfg(not(feature = "hooks"))]
+#[test]
+fn a_completion_does_not_interrupt_a_blocking_call_on_the_rings_thread() {
+    in_child(
+        "a_completion_does_not_interrupt_a_blocking_call_on_the_rings_thread",
+        || {
+            let s = uring_sched("uring-intr", 1);
+            let (mut stream, mut peer) = pair();
+            let reader = s.spawn(move || {
+                let mut buf = [0u8; 64];
+                stream.read(&mut buf).expect("read")
+            });
+            wait_parked(&s, "the ring reader parked");
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let c = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+            let (tx, rx) = mpsc::channel();
+            let blocker = s.spawn(move || {
+                let mut c = c;
+                c.set_read_timeout(Some(Duration::from_millis(1500)))
+                    .expect("timeout");
+                // SAFETY: a plain system call.
+                tx.send(unsafe { libc::gettid() }).expect("send");
+                let mut b = [0u8; 1];
+                c.read(&mut b).map_err(|e| e.kind())
+            });
+            let tid = rx.recv().expect("blocker started");
+            // The blocker's thread is in its read: `recvfrom`, the system
+            // call std's read makes.
+            let syscall = format!("/proc/self/task/{tid}/syscall");
+            common::wait_until("the blocker is in its read", || {
+                std::fs::read_to_string(&syscall)
+                    .is_ok_and(|s| s.starts_with(&format!("{} ", libc::SYS_recvfrom)))
+            });
+            peer.write_all(b"x").expect("peer write");
+            // Nothing is sent to the blocker: its read ends by its timeout.
+            let r = blocker.join().expect("blocker");
+            assert_eq!(
+                r,
+                Err(ErrorKind::WouldBlock),
+                "the blocking read ended early"
+            );
+            assert_eq!(reader.join().expect("reader"), 1);
+            drop(l);
+            s.shutdown();
+        },
+    );
 }

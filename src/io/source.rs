@@ -36,7 +36,9 @@ use crate::runtime::lock::Mutex;
 use std::time::{Duration, Instant};
 
 use super::coop;
-use crate::runtime::io::{poll_fd, stream_op, Interest, Registration, StreamOp};
+use crate::runtime::io::{
+    poll_fd, ring_recv, stream_op, Interest, RecvPath, RecvSlot, Registration, StreamOp,
+};
 
 /// A timeout kept in an atomic: nanoseconds, 0 meaning none.
 #[derive(Default)]
@@ -92,6 +94,9 @@ pub(crate) struct Source<T: AsFd> {
     nonblocking: AtomicBool,
     /// Shared with this socket's clones (see [`Timeouts`]).
     timeouts: Arc<Timeouts>,
+    /// The socket's multishot receive, shared with its clones (made at the
+    /// first ring read, or at a `try_clone`): `runtime/io/uring_recv.rs`.
+    recv: OnceLock<Arc<RecvSlot>>,
 }
 
 /// Sets or clears `O_NONBLOCK` on `fd` (one `fcntl` to read the flags, and
@@ -137,6 +142,7 @@ impl<T: AsFd> Source<T> {
             io: Some(io),
             nonblocking: AtomicBool::new(false),
             timeouts: Arc::default(),
+            recv: OnceLock::new(),
         })
     }
 
@@ -147,6 +153,7 @@ impl<T: AsFd> Source<T> {
     pub(crate) fn try_clone(&self, dup: impl FnOnce(&T) -> io::Result<T>) -> io::Result<Source<T>> {
         let mut clone = Source::new(dup(self.get_ref())?)?;
         clone.timeouts = Arc::clone(&self.timeouts);
+        clone.recv = OnceLock::from(Arc::clone(self.recv.get_or_init(Arc::default)));
         Ok(clone)
     }
 
@@ -181,6 +188,7 @@ impl<T: AsFd> Source<T> {
     /// broken invariant of the owned socket).
     pub(crate) fn into_inner(mut self) -> T {
         self.reg.take();
+        self.recv.take();
         let io = self.io.take().expect("present until into_inner");
         if let Err(e) = set_os_nonblocking(io.as_fd().as_raw_fd(), self.is_nonblocking()) {
             panic!("gofer: cannot restore a socket's blocking mode: {e}");
@@ -323,12 +331,48 @@ impl<T: AsFd> Source<T> {
     /// (`runtime/io/uring.rs`, "Who uses a ring"); `None`: take the
     /// readiness path ([`stream_io`](Self::stream_io)).
     pub(crate) fn ring_read(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
-        if buf.is_empty() || self.is_nonblocking() {
+        self.ring_recv(buf, false)
+    }
+
+    /// A stream read or peek that goes through the socket's multishot
+    /// receive when it has one, or may arm one (`runtime/io/uring_recv.rs`),
+    /// else through a single-shot ring read when the driver serves it;
+    /// `None`: take the readiness path.
+    fn ring_recv(&self, buf: &mut [u8], peek: bool) -> Option<io::Result<usize>> {
+        if buf.is_empty() {
+            return None;
+        }
+        let nonblocking = self.is_nonblocking();
+        if nonblocking && self.recv.get().is_none() {
             return None;
         }
         let fd = self.get_ref().as_fd().as_raw_fd();
         let t = self.timeout(Interest::Read);
-        stream_op(fd, StreamOp::Recv(buf), t).map(|r| r.map_err(expired))
+        match ring_recv(&self.recv, fd, buf, peek, nonblocking, t) {
+            RecvPath::Done(r) => Some(r.map_err(expired)),
+            RecvPath::Readiness => None,
+            RecvPath::SingleShot => {
+                stream_op(fd, StreamOp::Recv(buf), t).map(|r| r.map_err(expired))
+            }
+        }
+    }
+
+    /// [`ring_read`](Self::ring_read) for a peek, only when the socket has
+    /// a multishot receive (its queued data comes first).
+    pub(crate) fn ring_peek(&self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        self.recv.get()?;
+        self.ring_recv(buf, true)
+    }
+
+    /// [`ring_read`](Self::ring_read) for a vectored read, into its first
+    /// non-empty buffer, only when the socket has a multishot receive.
+    pub(crate) fn ring_read_vectored(
+        &self,
+        bufs: &mut [io::IoSliceMut<'_>],
+    ) -> Option<io::Result<usize>> {
+        self.recv.get()?;
+        let first = bufs.iter_mut().find(|b| !b.is_empty())?;
+        self.ring_recv(first, false)
     }
 
     /// [`ring_read`](Self::ring_read) for a stream write.

@@ -249,6 +249,9 @@ macro_rules! stream_impls {
                 &mut self,
                 bufs: &mut [std::io::IoSliceMut<'_>],
             ) -> std::io::Result<usize> {
+                if let Some(r) = self.inner.ring_read_vectored(bufs) {
+                    return r;
+                }
                 let want = bufs.iter().map(|b| b.len()).sum();
                 self.inner
                     .stream_io($crate::runtime::io::Interest::Read, want, |mut s| {

@@ -274,6 +274,9 @@ impl TcpStream {
     /// Receives data without removing it from the queue; waits like a read
     /// (and with the read timeout).
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(r) = self.inner.ring_peek(buf) {
+            return r;
+        }
         self.inner.io(Interest::Read, |s| s.peek(buf))
     }
 

@@ -180,6 +180,9 @@ impl UnixStream {
     /// waits like a read (and with the read timeout). std has this method
     /// unstable (`unix_socket_peek`), with the same signature.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(r) = self.inner.ring_peek(buf) {
+            return r;
+        }
         self.inner.io(Interest::Read, |s| peek(s.as_fd(), buf))
     }
 

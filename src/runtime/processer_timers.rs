@@ -202,6 +202,11 @@ impl ProcLocal {
             .as_ref()
     }
 
+    /// This Processer's ring, if it has made one (whoever runs).
+    pub(crate) fn ring_here(&self) -> Option<&Ring> {
+        self.ring.get().and_then(Option::as_ref)
+    }
+
     /// Whether this Processer's ring has entries to submit or completions
     /// to reap.
     pub(super) fn ring_needs_turn(&self) -> bool {

@@ -57,14 +57,7 @@ pub(crate) const URING_AHEAD: bool = false;
 pub(crate) fn probe_once() -> Result<(), String> {
     static ANSWER: OnceLock<Result<(), String>> = OnceLock::new();
     ANSWER
-        .get_or_init(|| {
-            std::thread::Builder::new()
-                .name("gofer-uring-probe".to_string())
-                .spawn(super::uring_probe)
-                .map_err(|e| format!("no thread to probe io_uring on: {e}"))?
-                .join()
-                .unwrap_or_else(|_| Err("the io_uring probe panicked".to_string()))
-        })
+        .get_or_init(super::uring_probe)
         .clone()
 }
 

@@ -7,14 +7,17 @@
 //! - `reactor.rs`: who polls, how events become wake-ups, and the
 //!   registration lifecycle;
 //! - `uring.rs`: the io_uring driver, a ring per core Processer through
-//!   which bound tasks' stream reads and writes complete.
+//!   which bound tasks' stream reads and writes complete;
+//! - `uring_recv.rs`: multishot receive into a ring's provided buffers.
 
 pub(crate) mod choice;
 pub(crate) mod epoll;
 pub(crate) mod reactor;
 pub(crate) mod readiness;
 pub(crate) mod uring;
+pub(crate) mod uring_recv;
 
 pub(crate) use reactor::{poll_fd, wait_once, Poller, Reactor, Registration, BUSY_POLL};
 pub(crate) use readiness::Interest;
 pub(crate) use uring::{probe as uring_probe, stream_op, Ring, RingWaker, StreamOp};
+pub(crate) use uring_recv::{recv as ring_recv, RecvPath, RecvSlot};

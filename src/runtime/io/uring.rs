@@ -17,7 +17,8 @@
 //!
 //! The ring is made at the first such operation on its Processer, and its
 //! descriptor registered with the scheduler's epoll reactor (a ring is
-//! readable when completions wait in it): a Processer asleep on its futex,
+//! readable when completions wait in it; with DEFER_TASKRUN an eventfd the
+//! kernel signals stands in its place: [`build_ring`]): a Processer asleep on its futex,
 //! or waiting in the reactor, is woken when a completion of one of its
 //! tasks arrives (`reactor.rs`, "Rings"). A Processer announcing its sleep
 //! looks at its ring after the announcement (`ProcLocal::sleep`), so a
@@ -94,7 +95,7 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::marker::PhantomPinned;
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::pin;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -103,6 +104,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use super::reactor::Reactor;
 use super::readiness::TimedOut;
+use super::uring_recv::{self, Pool, BUF_COUNT, BUF_GROUP, REC_TAG};
 use crate::runtime::context;
 use crate::runtime::processer_shared::ProcesserShared;
 use crate::runtime::shared::Shared;
@@ -119,14 +121,32 @@ const SQ_ENTRIES: u32 = 256;
 /// overflow (`IORING_FEAT_NODROP`) until the next turn makes room.
 const CQ_ENTRIES: u32 = 8192;
 /// The `user_data` of a cancel entry: its completion ends no slot.
-const CANCEL_DATA: u64 = 0;
+pub(crate) const CANCEL_DATA: u64 = 0;
 /// How long a ring's end waits for the completions of operations still in
 /// flight before it leaks the ring.
 const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// Whether this kernel offers io_uring with the operations the driver
 /// uses; the reason if not.
+///
+/// The probe's ring is made on a thread of its own, which ends before this
+/// returns. A thread that makes a ring is one of the ring's users until it
+/// exits, and the kernel's teardown of a closed ring, which runs some
+/// milliseconds after the close, interrupts each user's blocking system
+/// call: a socket read or write with a timeout, or an `epoll_wait`, would
+/// fail with `EINTR` on the caller's thread (the one building the
+/// scheduler) for no signal of its own.
 pub(crate) fn probe() -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("gofer-uring-probe".into())
+        .spawn(probe_here)
+        .map_err(|e| format!("no thread for the io_uring probe: {e}"))?
+        .join()
+        .map_err(|_| "the io_uring probe panicked".to_string())?
+}
+
+/// [`probe`], on the running thread.
+fn probe_here() -> Result<(), String> {
     let ring = IoUring::new(2).map_err(|e| format!("io_uring_setup failed: {e}"))?;
     let mut probe = io_uring::Probe::new();
     ring.submitter()
@@ -151,6 +171,9 @@ pub(crate) struct RingWaker {
     /// waker is owned by the scheduler, and is polled only by threads that
     /// hold the scheduler (its Processers and Dispatcher).
     sched: *const Shared,
+    /// The same scheduler, for the ring's pool (woken from any thread,
+    /// possibly after the scheduler is gone).
+    sched_weak: Weak<Shared>,
 }
 
 // SAFETY: `sched` is only read (through `&Shared`, which is Sync) while
@@ -164,6 +187,7 @@ impl RingWaker {
         Arc::new(RingWaker {
             p,
             sched: Arc::as_ptr(sched),
+            sched_weak: Arc::downgrade(sched),
         })
     }
 
@@ -189,23 +213,110 @@ pub(crate) struct Ring {
     /// Entries queued since the last enter.
     unsubmitted: Cell<usize>,
     reactor: Weak<Reactor>,
+    /// The provided buffers of multishot receives (`uring_recv.rs`);
+    /// `None` when they are switched off or the kernel refused them.
+    pool: Option<Arc<Pool>>,
+    /// With DEFER_TASKRUN, the eventfd registered in the reactor in place
+    /// of the ring's descriptor ([`build_ring`]).
+    efd: Option<OwnedFd>,
+}
+
+/// A ring set up with `SINGLE_ISSUER | DEFER_TASKRUN | TASKRUN_FLAG` (the
+/// `bool` is true) where the kernel has them (6.1), else with
+/// `COOP_TASKRUN | TASKRUN_FLAG` (5.19), else plain.
+///
+/// Without DEFER_TASKRUN the kernel runs the work that posts a completion
+/// (the read once data came, for one) on the ring's thread by interrupting
+/// it: a blocking system call with a timeout that a task makes on that
+/// thread then fails with `EINTR`. With it, the work waits until the
+/// owner enters the ring with `GETEVENTS`, which a turn does when
+/// `TASKRUN_FLAG` says work waits (`needs_turn`); every enter must then
+/// come from the thread that made the ring (`SINGLE_ISSUER`), which holds:
+/// the Processer makes, uses, drains and drops its ring on its own thread.
+fn build_ring() -> io::Result<(IoUring, bool)> {
+    let base = || {
+        let mut b = IoUring::builder();
+        b.setup_cqsize(CQ_ENTRIES).setup_clamp();
+        b
+    };
+    if let Ok(r) = base()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_taskrun_flag()
+        .build(SQ_ENTRIES)
+    {
+        return Ok((r, true));
+    }
+    if let Ok(r) = base()
+        .setup_coop_taskrun()
+        .setup_taskrun_flag()
+        .build(SQ_ENTRIES)
+    {
+        return Ok((r, false));
+    }
+    Ok((base().build(SQ_ENTRIES)?, false))
+}
+
+/// Whether rings receive through multishot entries (`uring_recv.rs`):
+/// only with `GOFER_URING_RECV=multishot` (read once per process), since
+/// the measurements do not show it ahead of single-shot reads
+/// (BENCHMARKS.md, "The io_uring driver").
+fn multishot_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| std::env::var("GOFER_URING_RECV").is_ok_and(|v| v == "multishot"))
 }
 
 impl Ring {
     /// A ring, registered with `reactor` so that `waker` wakes its
     /// Processer when completions arrive.
     pub(crate) fn new(reactor: &Arc<Reactor>, waker: Arc<RingWaker>) -> io::Result<Ring> {
-        let ring = IoUring::builder()
-            .setup_cqsize(CQ_ENTRIES)
-            .setup_clamp()
-            .build(SQ_ENTRIES)?;
-        reactor.register_ring(ring.as_raw_fd(), waker)?;
+        let (ring, deferred) = build_ring()?;
+        let pool = if multishot_wanted() {
+            Pool::new(waker.p.clone(), Weak::clone(&waker.sched_weak)).ok()
+        } else {
+            None
+        };
+        // SAFETY: the pool's descriptor ring stays allocated while the ring
+        // holds the pool, which it does until it is closed (or leaks it
+        // with the ring: `Drop`).
+        let pool = pool.filter(|pool| unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(pool.ring_addr(), BUF_COUNT, BUF_GROUP, 0)
+                .is_ok()
+        });
+        // The deferred work does not make the ring's descriptor readable
+        // (it posts nothing until the owner enters): an eventfd that the
+        // kernel signals when such work is first queued is registered in
+        // the reactor in its place.
+        let efd = if deferred {
+            // SAFETY: a plain system call; the result is checked.
+            let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: a descriptor just made, owned by nobody else.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            ring.submitter().register_eventfd(fd.as_raw_fd())?;
+            Some(fd)
+        } else {
+            None
+        };
+        let wake_fd = efd.as_ref().map_or(ring.as_raw_fd(), AsRawFd::as_raw_fd);
+        reactor.register_ring(wake_fd, waker)?;
         Ok(Ring {
             ring: ManuallyDrop::new(RefCell::new(ring)),
             in_flight: Cell::new(0),
             unsubmitted: Cell::new(0),
             reactor: Arc::downgrade(reactor),
+            pool,
+            efd,
         })
+    }
+
+    /// The ring's provided buffers, if it receives through multishot
+    /// entries.
+    pub(crate) fn pool(&self) -> Option<&Arc<Pool>> {
+        self.pool.as_ref()
     }
 
     /// Queues `e`; a full submission queue is submitted first.
@@ -214,7 +325,7 @@ impl Ring {
     /// Whatever `e` points at (its buffer, and the slot its `user_data`
     /// names unless it is [`CANCEL_DATA`]) stays valid and unmoved until its
     /// completion is reaped (module docs).
-    unsafe fn push(&self, e: &squeue::Entry) -> io::Result<()> {
+    pub(crate) unsafe fn push(&self, e: &squeue::Entry) -> io::Result<()> {
         let mut ring = self.ring.borrow_mut();
         loop {
             // SAFETY: the caller's contract.
@@ -229,23 +340,31 @@ impl Ring {
         Ok(())
     }
 
-    /// Whether a turn has anything to do: entries to submit, or
+    /// Whether a turn has anything to do: entries to submit, the kernel's
+    /// work for completions waiting for an entry (`IORING_SQ_TASKRUN`), or
     /// completions to reap.
     pub(crate) fn needs_turn(&self) -> bool {
+        if self.pool.as_ref().is_some_and(|p| p.remote_pending()) {
+            return true;
+        }
         if self.in_flight.get() == 0 {
             return false;
         }
-        self.unsubmitted.get() != 0 || !self.ring.borrow_mut().completion().is_empty()
+        let mut ring = self.ring.borrow_mut();
+        self.unsubmitted.get() != 0 || ring.submission().taskrun() || !ring.completion().is_empty()
     }
 
     /// A loop turn (module docs): submits what was queued, reaps the
     /// completions, and pushes the tasks they end on `woken`.
     pub(crate) fn turn(&self, woken: &mut Vec<Runnable>) {
+        if let Some(pool) = &self.pool {
+            pool.take_remote(self);
+        }
         if self.in_flight.get() == 0 {
             return;
         }
         let mut ring = self.ring.borrow_mut();
-        if self.unsubmitted.get() != 0 {
+        if self.unsubmitted.get() != 0 || ring.submission().taskrun() {
             // An error (EBUSY while the kernel holds overflowed
             // completions, EINTR) leaves the entries queued for the next
             // turn, after this one reaped.
@@ -254,8 +373,19 @@ impl Ring {
             }
         }
         for cqe in ring.completion() {
-            self.in_flight.set(self.in_flight.get() - 1);
             let data = cqe.user_data();
+            if data & REC_TAG != 0 {
+                // SAFETY: a tagged user_data is a record with an armed
+                // entry on this ring, whose count the kernel holds until
+                // this entry's last completion (`uring_recv.rs`).
+                if unsafe {
+                    uring_recv::complete(data & !REC_TAG, cqe.result(), cqe.flags(), Some(woken))
+                } {
+                    self.in_flight.set(self.in_flight.get() - 1);
+                }
+                continue;
+            }
+            self.in_flight.set(self.in_flight.get() - 1);
             if data == CANCEL_DATA {
                 continue;
             }
@@ -279,7 +409,11 @@ impl Drop for Ring {
     fn drop(&mut self) {
         let ring = self.ring.get_mut();
         if let Some(r) = self.reactor.upgrade() {
-            r.deregister_ring(ring.as_raw_fd());
+            r.deregister_ring(
+                self.efd
+                    .as_ref()
+                    .map_or(ring.as_raw_fd(), AsRawFd::as_raw_fd),
+            );
         }
         if self.in_flight.get() != 0 {
             self.drain();
@@ -288,6 +422,10 @@ impl Drop for Ring {
             // SAFETY: dropped once, here; nothing of the kernel's refers to
             // our memory any more.
             unsafe { ManuallyDrop::drop(&mut self.ring) };
+        } else if let Some(pool) = &self.pool {
+            // The kernel may still fill the pool's buffers: it is leaked
+            // with the ring.
+            std::mem::forget(Arc::clone(pool));
         }
         // Otherwise the ring is leaked: the kernel still holds buffers in
         // stacks that are never freed, and keeps its queues mapped too.
@@ -316,8 +454,19 @@ impl Ring {
                 }
             }
             let _ = ring.submitter().submit_with_args(1, &args);
-            let n = ring.completion().count();
-            self.in_flight.set(self.in_flight.get() - n);
+            for cqe in ring.completion() {
+                let data = cqe.user_data();
+                let last = data & REC_TAG == 0 || {
+                    // SAFETY: as in `turn`; the waiters are not woken
+                    // (their tasks never run again).
+                    unsafe {
+                        uring_recv::complete(data & !REC_TAG, cqe.result(), cqe.flags(), None)
+                    }
+                };
+                if last {
+                    self.in_flight.set(self.in_flight.get() - 1);
+                }
+            }
         }
     }
 }
