@@ -56,9 +56,7 @@ pub(crate) const URING_AHEAD: bool = false;
 /// each Processer's ring fail to set up instead; its tasks then use epoll.
 pub(crate) fn probe_once() -> Result<(), String> {
     static ANSWER: OnceLock<Result<(), String>> = OnceLock::new();
-    ANSWER
-        .get_or_init(super::uring_probe)
-        .clone()
+    ANSWER.get_or_init(super::uring_probe).clone()
 }
 
 /// Where the driver asked for came from, for the reason.
