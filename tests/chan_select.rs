@@ -123,10 +123,15 @@ fn blocked_select_completes_exactly_one_arm() {
                 recv(rx2) -> v => (2, v.unwrap(), rx1, rx2),
             }
         });
-        // Both sides offer a value; exactly one is taken by the select.
-        let s1 = s.spawn(move || tx1.send_timeout(10, ms(20)).is_ok());
-        let s2 = s.spawn(move || tx2.send_timeout(20, ms(20)).is_ok());
-        let (arm, v, _rx1, _rx2) = h.join().unwrap();
+        // Both sides offer a value; exactly one is taken by the select. The
+        // offers wait as long as the select may take to start on a loaded
+        // machine (with short timeouts both could lapse before it waits,
+        // and the select would see two disconnected channels); the loser's
+        // wait ends when the select's receivers are dropped.
+        let s1 = s.spawn(move || tx1.send_timeout(10, Duration::from_secs(30)).is_ok());
+        let s2 = s.spawn(move || tx2.send_timeout(20, Duration::from_secs(30)).is_ok());
+        let (arm, v, rx1, rx2) = h.join().unwrap();
+        drop((rx1, rx2));
         let (ok1, ok2) = (s1.join().unwrap(), s2.join().unwrap());
         assert_eq!(v, arm * 10);
         assert_eq!(ok1 as i32 + ok2 as i32, 1, "exactly one send completed");

@@ -61,6 +61,14 @@
 //! take the job before the claimed one wakes; that one then finds the queue
 //! empty and waits again, counted idle anew.
 //!
+//! # Submitting
+//!
+//! A submitter is a task on a Processer, and the pool's lock is shared with
+//! the pool's threads, any of which the OS may preempt while it holds it.
+//! A submitter never puts its Processer's thread to sleep behind such a
+//! holder while it has other tasks to run: it tries the lock, and while
+//! the lock is held yields to them ([`Inner::lock_for_submit`]).
+//!
 //! # Growth
 //!
 //! Starting a thread maps its stack and takes process-wide locks (the
@@ -115,7 +123,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::runtime::lock::{Condvar, Mutex};
+use crate::coroutine::switch::Suspend;
+use crate::runtime::context;
+use crate::runtime::direct::switch_out;
+use crate::runtime::lock::{Condvar, Mutex, MutexGuard};
 
 /// Rounds a pool thread spends looking for the next job before it sleeps:
 /// the first half spin on the CPU, the second yield it.
@@ -170,6 +181,10 @@ pub(crate) struct BlockingPool {
 }
 
 /// What the pool's threads share with the submitters.
+/// How many times a submitter in a task yields while the pool's lock is
+/// held before it waits for the lock (see [`Inner::lock_for_submit`]).
+const SUBMIT_YIELDS: u32 = 64;
+
 struct Inner {
     state: Mutex<State>,
     /// Idle threads wait here for a job or for shutdown.
@@ -273,7 +288,7 @@ impl BlockingPool {
     /// has returned (the caller waits for a signal `run` itself sends).
     pub(crate) unsafe fn submit(&self, job: Job) -> Result<(), Job> {
         let inner = &*self.inner;
-        let mut st = inner.state.lock();
+        let mut st = inner.lock_for_submit();
         if st.shutdown {
             return Err(job);
         }
@@ -387,6 +402,29 @@ impl Drop for BlockingPool {
 }
 
 impl Inner {
+    /// The pool's lock, for a submitter. A submitter runs in a task on a
+    /// Processer, and the lock's holder is a pool thread (or the spawner,
+    /// or another submitter) that the OS may preempt inside it: asleep
+    /// behind it, the Processer would run none of its other tasks for a
+    /// time slice. So while the lock is held the task yields to them and
+    /// tries again, up to [`SUBMIT_YIELDS`] times, and only then waits for
+    /// the lock like any thread (a task alone on its Processer yields back
+    /// to itself at once, and waits with nothing behind it). No
+    /// cancellation checkpoint: `unblock` runs under libc hooks, where an
+    /// unwind must not start. Outside a task it waits at once.
+    fn lock_for_submit(&self) -> MutexGuard<'_, State> {
+        for _ in 0..SUBMIT_YIELDS {
+            if let Some(st) = self.state.try_lock() {
+                return st;
+            }
+            if context::current_task_ptr().is_none() {
+                break;
+            }
+            switch_out(Suspend::Yield);
+        }
+        self.state.lock()
+    }
+
     /// The spawner: starts pool threads while jobs are uncovered (see
     /// "Growth" in the module docs), until shutdown.
     fn spawner_loop(self: &Arc<Self>) {
@@ -566,6 +604,33 @@ mod tests {
         // SAFETY: the tests pass a `Probe` that outlives the job.
         let p = unsafe { &*(p as *const Probe) };
         p.tx.send(p.n).unwrap();
+    }
+
+    /// A task that submits while the pool's lock is held (as by a pool
+    /// thread the OS preempted inside it) leaves its Processer to the other
+    /// tasks: the task it spawned just before runs while the lock stays
+    /// held, and the submitter's call runs once the lock is free.
+    #[test]
+    fn a_submitter_behind_the_held_pool_lock_lets_its_processers_other_tasks_run() {
+        let s = crate::Scheduler::builder()
+            .min_threads(1)
+            .max_threads(1)
+            .build()
+            .unwrap();
+        let held = s.shared().blocking.inner.state.lock();
+        let (tx, rx) = mpsc::channel();
+        let submitter = s.spawn(move || {
+            drop(crate::spawn(move || tx.send(()).unwrap()));
+            crate::unblock(|| 7)
+        });
+        let ran = rx.recv_timeout(Duration::from_secs(10)).is_ok();
+        drop(held);
+        assert!(
+            ran,
+            "the other task did not run while the submitter waited for the lock"
+        );
+        assert_eq!(submitter.join().unwrap(), 7);
+        s.shutdown();
     }
 
     #[test]

@@ -267,7 +267,9 @@ pub(super) fn judge(
 
 /// Whether `p`'s thread sits in a page fault, or in a system call that
 /// changes the process's own address space (`mmap`, `mprotect`, `munmap`,
-/// `mremap`, `madvise`, `brk`), read from `/proc/self/task/<tid>/syscall`.
+/// `mremap`, `madvise`, `brk`), read from `/proc/self/task/<tid>/syscall`,
+/// or waits where a page fault waits for the address-space lock, read
+/// from `/proc/self/task/<tid>/wchan` (see [`waits_for_address_space`]).
 ///
 /// Asleep there, it waits for the process's address-space lock, held by
 /// another thread of this process for a mapping change or a fault: a
@@ -279,34 +281,66 @@ pub(super) fn judge(
 /// kernel rule. Tasks moved elsewhere would take the same lock at their
 /// next allocation or fault. (A fault on a file mapping that reads the
 /// disk is not told apart: such a wait is not counted either.) About
-/// 10 us, read only for a suspect already found asleep with its CPU clock
-/// still.
+/// 10 us per file, read only for a suspect already found asleep with its
+/// CPU clock still; `wchan` only when `syscall` did not settle it.
 pub(super) fn in_address_space_call(p: &ProcesserShared) -> bool {
-    use std::io::{Read, Write};
     let Some(tid) = p.tid() else {
         return false;
     };
+    let mut syscall = [0u8; 32];
+    let Some(n) = read_task_file(tid, "syscall", &mut syscall) else {
+        return false;
+    };
+    if waits_for_address_space(&syscall[..n], b"") {
+        return true;
+    }
+    let mut wchan = [0u8; 64];
+    let Some(m) = read_task_file(tid, "wchan", &mut wchan) else {
+        return false;
+    };
+    waits_for_address_space(&syscall[..n], &wchan[..m])
+}
+
+/// Reads the start of `/proc/self/task/<tid>/<name>` into `buf`, without a
+/// heap allocation for the path. The number of bytes read, `None` if the
+/// file cannot be read.
+fn read_task_file(tid: libc::pid_t, name: &str, buf: &mut [u8]) -> Option<usize> {
+    use std::io::{Read, Write};
     let mut path = [0u8; 64];
     let mut rest = &mut path[..];
-    if write!(rest, "/proc/self/task/{tid}/syscall").is_err() {
-        return false;
-    }
+    write!(rest, "/proc/self/task/{tid}/{name}").ok()?;
     let len = 64 - rest.len();
-    let Ok(path) = std::str::from_utf8(&path[..len]) else {
-        return false;
-    };
+    let path = std::str::from_utf8(&path[..len]).ok()?;
+    std::fs::File::open(path).and_then(|mut f| f.read(buf)).ok()
+}
+
+/// The kernel functions a thread's `wchan` names while a page fault waits
+/// for the address-space lock (`lock_mm_and_find_vma` on kernels since
+/// 6.4; the fault handler itself before). The lock's own slow paths are
+/// scheduler functions, which `wchan` skips.
+const FAULT_LOCK_WCHANS: [&[u8]; 3] = [
+    b"lock_mm_and_find_vma",
+    b"do_user_addr_fault",
+    b"exc_page_fault",
+];
+
+/// The classification behind [`in_address_space_call`], from the contents
+/// of a thread's `syscall` and `wchan` files: a page fault outside a
+/// system call (`syscall` starts with `-1`), a system call that changes
+/// the address space, or a page fault waiting for the address-space lock
+/// inside any system call. The last is a system call's copy to or from a
+/// user buffer whose page is not mapped yet (a read into fresh heap
+/// memory: `syscall` names the read, `wchan` the fault's wait for the
+/// lock).
+fn waits_for_address_space(syscall: &[u8], wchan: &[u8]) -> bool {
     // "nr arg1 ... sp pc" while in a system call; "running"; or "-1 sp pc"
     // asleep outside one: in a page fault.
-    let mut buf = [0u8; 32];
-    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut buf)) else {
-        return false;
-    };
-    let nr = buf[..n]
+    let nr = syscall
         .split(|&b| b == b' ')
         .next()
         .and_then(|t| std::str::from_utf8(t).ok())
         .and_then(|t| t.trim().parse::<libc::c_long>().ok());
-    matches!(
+    let in_call = matches!(
         nr,
         Some(
             -1 | libc::SYS_mmap
@@ -316,8 +350,11 @@ pub(super) fn in_address_space_call(p: &ProcesserShared) -> bool {
                 | libc::SYS_madvise
                 | libc::SYS_brk
         )
-    )
+    );
+    let wchan = wchan.trim_ascii();
+    in_call || FAULT_LOCK_WCHANS.contains(&wchan)
 }
+
 impl View {
     pub(super) fn new(p: &Arc<ProcesserShared>, switches: u64, now: Instant) -> View {
         View {
@@ -505,5 +542,53 @@ impl Dispatcher {
             };
             self.views.push(v);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::waits_for_address_space;
+
+    /// A Processer's thread seen by the Dispatcher in a hooked file read
+    /// (`preadv2`, `RWF_NOWAIT`) whose copy into a fresh buffer faulted and
+    /// waited for the address-space lock (kernel stack: `filemap_read`,
+    /// `_copy_to_iter`, `exc_page_fault`, `lock_mm_and_find_vma`).
+    const PREADV2_FAULT: &[u8] = b"327 0x3 0x7f19a5f25c38 0x1 0xffffffffffffffff 0x0 0x8 \
+        0x7f19a5f25b58 0x7f19a6881829\n";
+
+    #[test]
+    fn a_fault_inside_a_system_call_waiting_for_the_address_space_lock_is_not_a_block() {
+        assert!(waits_for_address_space(
+            PREADV2_FAULT,
+            b"lock_mm_and_find_vma"
+        ));
+        assert!(waits_for_address_space(
+            PREADV2_FAULT,
+            b"do_user_addr_fault\n"
+        ));
+    }
+
+    #[test]
+    fn a_system_call_asleep_elsewhere_is_a_block() {
+        assert!(!waits_for_address_space(PREADV2_FAULT, b"filemap_read"));
+        let read = b"0 0x5 0x7f0000001000 0x1000 0x0 0x0 0x0 0x7ffd0 0x7f001\n";
+        assert!(!waits_for_address_space(read, b"pipe_read"));
+        assert!(!waits_for_address_space(read, b""));
+        let futex = b"202 0x7f00 0x80 0x2 0x0 0x0 0x0 0x7ffd0 0x7f001\n";
+        assert!(!waits_for_address_space(futex, b"futex_wait_queue"));
+    }
+
+    #[test]
+    fn a_fault_outside_a_call_and_the_address_space_calls_are_not_blocks() {
+        assert!(waits_for_address_space(b"-1 0x7ffd0 0x7f001\n", b""));
+        let mprotect = format!(
+            "{} 0x7f00 0x1000 0x0 0x0 0x0 0x0 0x7ffd0 0x7f001\n",
+            libc::SYS_mprotect
+        );
+        assert!(waits_for_address_space(
+            mprotect.as_bytes(),
+            b"do_mprotect_pkey"
+        ));
+        assert!(!waits_for_address_space(b"running\n", b""));
     }
 }
