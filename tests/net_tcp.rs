@@ -413,10 +413,12 @@ const ACCEPTORS: usize = 8;
 const CONNECTIONS: usize = 2000;
 
 /// `ACCEPTORS` tasks accept on the listeners `make` hands them;
-/// `CONNECTIONS` client tasks connect and send `c`, then one client per
-/// acceptor sends `q` (the acceptor that takes it stops). Every connection
-/// must be accepted exactly once: the accepted peers are exactly the
-/// clients' addresses, none twice.
+/// `CONNECTIONS` client tasks connect and send `c` and their number, then
+/// one client per acceptor sends `q` (the acceptor that takes it stops).
+/// Every connection must be accepted exactly once: the numbers accepted are
+/// exactly the clients', none twice. (Not their addresses: on loopback the
+/// kernel may give a closed client's port to a later one, the server's
+/// side of the old connection being in TIME_WAIT.)
 fn every_connection_accepted_exactly_once(name: &str, make: impl Fn() -> Acceptor) {
     let s = Scheduler::builder()
         .min_threads(2)
@@ -432,27 +434,31 @@ fn every_connection_accepted_exactly_once(name: &str, make: impl Fn() -> Accepto
             s.spawn(move || {
                 let mut peers = Vec::new();
                 loop {
-                    let (mut c, peer) = l.get().accept().expect("accept");
+                    let (mut c, _) = l.get().accept().expect("accept");
                     accepted.fetch_add(1, Ordering::SeqCst);
                     let mut b = [0u8; 1];
                     c.read_exact(&mut b).expect("the client's byte");
                     if b[0] == b'q' {
                         return peers;
                     }
-                    peers.push(peer);
+                    let mut n = [0u8; 4];
+                    c.read_exact(&mut n).expect("the client's number");
+                    peers.push(u32::from_le_bytes(n));
                 }
             })
         })
         .collect();
     let addr = make().get().local_addr().unwrap();
     let clients: Vec<_> = (0..CONNECTIONS)
-        .map(|_| {
+        .map(|i| {
             s.spawn(move || {
                 let mut c = TcpStream::connect(addr).expect("connect");
-                c.write_all(b"c").unwrap();
-                // Keep the connection until the acceptor has read the byte.
+                let mut msg = [b'c'; 5];
+                msg[1..].copy_from_slice(&(i as u32).to_le_bytes());
+                c.write_all(&msg).unwrap();
+                // Keep the connection until the acceptor has read it.
                 let _ = c.read(&mut [0u8; 1]);
-                c.local_addr().unwrap()
+                i as u32
             })
         })
         .collect();
