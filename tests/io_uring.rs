@@ -676,3 +676,287 @@ fn a_completion_does_not_interrupt_a_blocking_call_on_the_rings_thread() {
         },
     );
 }
+
+/// Whether any epoll instance of this process watches the file `fd` is
+/// open on (under any descriptor number: a duplicate counts), from the
+/// `tfd` lines of the epoll descriptors' fdinfo, which name the watched
+/// file's inode.
+fn watched_by_epoll(fd: std::os::fd::RawFd) -> bool {
+    // SAFETY: fstat into a zeroed stat on a descriptor the caller holds.
+    let ino = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        assert_eq!(libc::fstat(fd, &mut st), 0, "fstat");
+        st.st_ino
+    };
+    let want = format!("ino:{ino:x}");
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let t = std::fs::read_link(e.path()).ok()?;
+            t.to_string_lossy()
+                .contains("eventpoll")
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .filter_map(|n| std::fs::read_to_string(format!("/proc/self/fdinfo/{n}")).ok())
+        .any(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("tfd:"))
+                .any(|l| l.split_whitespace().any(|w| w == want))
+        })
+}
+
+fn fd_flags(fd: std::os::fd::RawFd) -> (bool, bool) {
+    // SAFETY: fcntl queries on a descriptor the caller holds.
+    let (fl, fdfl) = unsafe {
+        (
+            libc::fcntl(fd, libc::F_GETFL),
+            libc::fcntl(fd, libc::F_GETFD),
+        )
+    };
+    assert!(fl >= 0 && fdfl >= 0, "fcntl");
+    (fl & libc::O_NONBLOCK != 0, fdfl & libc::FD_CLOEXEC != 0)
+}
+
+#[test]
+fn accept_goes_through_the_ring_and_gives_what_the_epoll_path_gives() {
+    in_child(
+        "accept_goes_through_the_ring_and_gives_what_the_epoll_path_gives",
+        || {
+            use std::os::fd::AsRawFd;
+            let s = uring_sched("uring-accept", 1);
+            let (l, addr) = listener();
+            let lfd = l.as_raw_fd();
+            let h = s.spawn(move || {
+                let (mut c, peer) = l.accept().expect("accept");
+                let flags = fd_flags(c.as_raw_fd());
+                let mut b = [0u8; 1];
+                c.read_exact(&mut b).expect("read");
+                c.write_all(&b).expect("write");
+                (peer, flags)
+            });
+            wait_parked(&s, "the acceptor parked");
+            assert!(rings_open() >= 1, "the accept did not go through a ring");
+            assert!(
+                !watched_by_epoll(lfd),
+                "the accept waits on the epoll reactor"
+            );
+            let mut c = std::net::TcpStream::connect(addr).expect("connect");
+            c.write_all(b"x").expect("client write");
+            let mut b = [0u8; 1];
+            c.read_exact(&mut b).expect("client read");
+            assert_eq!(&b, b"x");
+            let (peer, (nonblocking, cloexec)) = h.join().expect("acceptor");
+            assert_eq!(peer, c.local_addr().expect("local_addr"));
+            assert!(nonblocking && cloexec, "accepted socket's flags");
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn a_cancelled_ring_accept_leaves_the_next_connection_queued() {
+    in_child(
+        "a_cancelled_ring_accept_leaves_the_next_connection_queued",
+        || {
+            let s = uring_sched("uring-accept-cancel", 1);
+            let (l, addr) = listener();
+            let l = std::sync::Arc::new(l);
+            for i in 0..50 {
+                let acceptor = l.clone();
+                let h = s.spawn(move || {
+                    let _ = acceptor.accept();
+                    unreachable!("nobody connects before the cancel");
+                });
+                wait_parked(&s, "the acceptor parked");
+                h.cancel();
+                let e = h.join().expect_err("cancelled");
+                assert!(e.is_cancelled(), "iteration {i}: {e}");
+                // The cancelled accept is gone from the kernel: the connection
+                // made now waits in the queue for the next accept.
+                let c = std::net::TcpStream::connect(addr).expect("connect");
+                let acceptor = l.clone();
+                let peer = s
+                    .spawn(move || acceptor.accept().expect("accept").1)
+                    .join()
+                    .expect("second acceptor");
+                assert_eq!(peer, c.local_addr().expect("local_addr"), "iteration {i}");
+            }
+            assert!(rings_open() >= 1, "the accept did not go through a ring");
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn a_non_blocking_listener_says_would_block_under_the_uring_driver() {
+    in_child(
+        "a_non_blocking_listener_says_would_block_under_the_uring_driver",
+        || {
+            let s = uring_sched("uring-accept-nb", 1);
+            let (l, _) = listener();
+            l.set_nonblocking(true).expect("set_nonblocking");
+            let kind = s
+                .spawn(move || l.accept().expect_err("nobody connected").kind())
+                .join()
+                .expect("acceptor");
+            assert_eq!(kind, ErrorKind::WouldBlock);
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn unix_accept_goes_through_the_ring() {
+    in_child("unix_accept_goes_through_the_ring", || {
+        use gofer::net::unix::UnixListener;
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir().join(format!("gofer-uring-ux-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("sock");
+        let s = uring_sched("uring-ux-accept", 1);
+        let l = UnixListener::bind(&path).expect("bind");
+        let lfd = l.as_raw_fd();
+        let h = s.spawn(move || {
+            let (mut c, peer) = l.accept().expect("accept");
+            let mut b = [0u8; 1];
+            c.read_exact(&mut b).expect("read");
+            (b[0], peer.is_unnamed())
+        });
+        wait_parked(&s, "the acceptor parked");
+        assert!(rings_open() >= 1, "the accept did not go through a ring");
+        assert!(
+            !watched_by_epoll(lfd),
+            "the accept waits on the epoll reactor"
+        );
+        let mut c = std::os::unix::net::UnixStream::connect(&path).expect("connect");
+        c.write_all(b"u").expect("write");
+        assert_eq!(h.join().expect("acceptor"), (b'u', true));
+        s.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn wait_readable_goes_through_a_poll_entry_and_times_out_as_on_epoll() {
+    in_child(
+        "wait_readable_goes_through_a_poll_entry_and_times_out_as_on_epoll",
+        || {
+            use std::os::fd::AsRawFd;
+            let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
+                .into_iter()
+                .map(|d| {
+                    let s = Scheduler::builder()
+                        .min_threads(1)
+                        .max_threads(1)
+                        .io_driver(d)
+                        .build()
+                        .expect("scheduler");
+                    let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
+                    let kind = s
+                        .spawn(move || {
+                            gofer::io::wait_readable(&a, Some(Duration::from_millis(30)))
+                                .expect_err("nothing was sent")
+                                .kind()
+                        })
+                        .join()
+                        .expect("waiter");
+                    s.shutdown();
+                    kind
+                })
+                .collect();
+            assert_eq!(kinds[0], kinds[1], "epoll vs uring");
+            assert_eq!(kinds[1], ErrorKind::TimedOut);
+
+            let s = uring_sched("uring-wait", 1);
+            let (a, mut b) = std::os::unix::net::UnixStream::pair().expect("pair");
+            let afd = a.as_raw_fd();
+            let (tx, rx) = mpsc::channel();
+            let h = s.spawn(move || {
+                gofer::io::wait_readable(&a, None).expect("readable");
+                tx.send(()).expect("report");
+                // Writable at once: a poll entry that completes at its turn.
+                gofer::io::wait_writable(&a, Some(Duration::from_secs(5))).expect("writable");
+                a
+            });
+            wait_parked(&s, "the waiter parked");
+            assert!(rings_open() >= 1, "the wait did not go through a ring");
+            assert!(!watched_by_epoll(afd), "the wait is on the epoll reactor");
+            b.write_all(b"r").expect("write");
+            recv(&rx, "the wait ended");
+            drop(h.join().expect("waiter"));
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn a_cancelled_ring_wait_unwinds() {
+    in_child("a_cancelled_ring_wait_unwinds", || {
+        let s = uring_sched("uring-wait-cancel", 1);
+        let (a, b) = std::os::unix::net::UnixStream::pair().expect("pair");
+        let h = s.spawn(move || {
+            let _ = gofer::io::wait_readable(&a, None);
+            unreachable!("nothing is sent before the cancel");
+        });
+        wait_parked(&s, "the waiter parked");
+        assert!(rings_open() >= 1, "the wait did not go through a ring");
+        h.cancel();
+        assert!(h.join().expect_err("cancelled").is_cancelled());
+        drop(b);
+        s.shutdown();
+    });
+}
+
+#[test]
+fn connect_goes_through_the_ring_and_fails_as_on_epoll() {
+    in_child(
+        "connect_goes_through_the_ring_and_fails_as_on_epoll",
+        || {
+            // A port with no listener: bound, then closed.
+            let closed = {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+                l.local_addr().expect("addr")
+            };
+            let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
+                .into_iter()
+                .map(|d| {
+                    let s = Scheduler::builder()
+                        .min_threads(1)
+                        .max_threads(1)
+                        .io_driver(d)
+                        .build()
+                        .expect("scheduler");
+                    let kind = s
+                        .spawn(move || {
+                            TcpStream::connect_timeout(&closed, Duration::from_secs(5))
+                                .expect_err("nobody listens")
+                                .kind()
+                        })
+                        .join()
+                        .expect("connector");
+                    s.shutdown();
+                    kind
+                })
+                .collect();
+            assert_eq!(kinds[0], kinds[1], "epoll vs uring");
+            assert_eq!(kinds[1], ErrorKind::ConnectionRefused);
+
+            let s = uring_sched("uring-connect", 1);
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let addr = l.local_addr().expect("addr");
+            // Only the connect is made in a task: a ring that exists after it
+            // was made for it.
+            let c = s
+                .spawn(move || TcpStream::connect(addr).expect("connect"))
+                .join()
+                .expect("connector");
+            assert!(rings_open() >= 1, "the connect did not go through a ring");
+            assert_eq!(c.peer_addr().expect("peer_addr"), addr);
+            let (_, peer) = l.accept().expect("accept");
+            assert_eq!(c.local_addr().expect("local_addr"), peer);
+            s.shutdown();
+        },
+    );
+}

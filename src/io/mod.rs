@@ -26,7 +26,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::runtime::io::{wait_once, Interest};
+use crate::runtime::io::{ring_poll, wait_once, Interest};
 
 /// Waits until `fd` is readable (or its peer hung up, or it has an error),
 /// or until `timeout` passes (`ErrorKind::TimedOut`; `None` waits without
@@ -57,6 +57,10 @@ pub fn wait_writable(fd: &impl AsFd, timeout: Option<Duration>) -> io::Result<()
 
 fn wait(fd: RawFd, interest: Interest, timeout: Option<Duration>) -> io::Result<()> {
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // A task bound to a ring's Processer waits through a poll entry.
+    if let Some(r) = ring_poll(fd, interest == Interest::Write, deadline) {
+        return r;
+    }
     // A descriptor that is always ready must not keep the thread either.
     coop::spend();
     wait_once(fd, interest, deadline, true)

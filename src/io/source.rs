@@ -28,7 +28,7 @@
 //! its thread from the other tasks.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -37,7 +37,8 @@ use std::time::{Duration, Instant};
 
 use super::coop;
 use crate::runtime::io::{
-    poll_fd, ring_recv, stream_op, Interest, RecvPath, RecvSlot, Registration, StreamOp,
+    poll_fd, ring_accept, ring_recv, stream_op, Interest, RecvPath, RecvSlot, Registration,
+    StreamOp,
 };
 
 /// A timeout kept in an atomic: nanoseconds, 0 meaning none.
@@ -383,6 +384,24 @@ impl<T: AsFd> Source<T> {
         let fd = self.get_ref().as_fd().as_raw_fd();
         let t = self.timeout(Interest::Write);
         stream_op(fd, StreamOp::Send(buf), t).map(|r| r.map_err(expired))
+    }
+
+    /// An accept on this listening socket through the running task's
+    /// io_uring, waiting at most `timeout` (expired: `WouldBlock`, as for a
+    /// read), with the peer's address when `want_addr`; the new descriptor
+    /// is close-on-exec and non-blocking. `None`: take the readiness path
+    /// (the listener is in non-blocking mode, or the driver does not serve
+    /// the running task: `runtime/io/uring.rs`, "Who uses a ring").
+    pub(crate) fn ring_accept(
+        &self,
+        want_addr: bool,
+        timeout: Option<Duration>,
+    ) -> Option<io::Result<(OwnedFd, Option<socket2::SockAddr>)>> {
+        if self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        ring_accept(fd, want_addr, timeout).map(|r| r.map_err(expired))
     }
 
     /// Waits once for `interest` (a non-blocking connect's completion); an

@@ -156,6 +156,9 @@ fn probe_here() -> Result<(), String> {
         (opcode::Recv::CODE, "IORING_OP_RECV"),
         (opcode::Send::CODE, "IORING_OP_SEND"),
         (opcode::AsyncCancel::CODE, "IORING_OP_ASYNC_CANCEL"),
+        (opcode::Accept::CODE, "IORING_OP_ACCEPT"),
+        (opcode::Connect::CODE, "IORING_OP_CONNECT"),
+        (opcode::PollAdd::CODE, "IORING_OP_POLL_ADD"),
     ] {
         if !probe.is_supported(code) {
             return Err(format!("the kernel's io_uring lacks {name}"));
@@ -533,6 +536,109 @@ pub(crate) fn stream_op(
     op: StreamOp<'_>,
     timeout: Option<Duration>,
 ) -> Option<io::Result<usize>> {
+    let (entry, on) = match op {
+        StreamOp::Recv(buf) => (
+            opcode::Recv::new(types::Fd(fd), buf.as_mut_ptr(), clamp_len(buf.len())).build(),
+            WaitOn::Readable(fd),
+        ),
+        StreamOp::Send(buf) => (
+            opcode::Send::new(types::Fd(fd), buf.as_ptr(), clamp_len(buf.len()))
+                .flags(libc::MSG_NOSIGNAL)
+                .build(),
+            WaitOn::Writable(fd),
+        ),
+    };
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: the buffer is borrowed for this call, which `run` outlasts.
+    let r = unsafe { run(entry, on, deadline) }?;
+    Some(r.map(|n| n as usize))
+}
+
+/// Accepts a connection on the listening socket `fd` through the running
+/// task's ring (`IORING_OP_ACCEPT`), the new descriptor made
+/// close-on-exec and non-blocking, as gofer's sockets are; waits at most
+/// `timeout` (its expiry: `TimedOut`). With `want_addr`, the peer's
+/// address comes back too. `None` when the ring may not serve it (module
+/// docs, "Who uses a ring").
+pub(crate) fn accept(
+    fd: RawFd,
+    want_addr: bool,
+    timeout: Option<Duration>,
+) -> Option<io::Result<(OwnedFd, Option<socket2::SockAddr>)>> {
+    // SAFETY: sockaddr_storage is plain data, valid when zeroed.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let (addr, lenp) = if want_addr {
+        (
+            (&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr>(),
+            &mut len as *mut libc::socklen_t,
+        )
+    } else {
+        (std::ptr::null_mut(), std::ptr::null_mut())
+    };
+    let entry = opcode::Accept::new(types::Fd(fd), addr, lenp)
+        .flags(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
+        .build();
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `storage` and `len` live in this frame, which `run` outlasts.
+    let r = unsafe { run(entry, WaitOn::Readable(fd), deadline) }?;
+    Some(r.map(|n| {
+        // SAFETY: a completed accept's result is the new descriptor, ours.
+        let s = unsafe { OwnedFd::from_raw_fd(n) };
+        // SAFETY: the kernel wrote an address of `len` bytes in `storage`.
+        let a = want_addr.then(|| unsafe { socket2::SockAddr::new(storage, len) });
+        (s, a)
+    }))
+}
+
+/// Connects the socket `fd` to `addr` through the running task's ring
+/// (`IORING_OP_CONNECT`), waiting at most `timeout` (its expiry:
+/// `TimedOut`, as std's `connect_timeout` says). `None` when the ring may
+/// not serve it (module docs, "Who uses a ring").
+pub(crate) fn connect(
+    fd: RawFd,
+    addr: &socket2::SockAddr,
+    timeout: Option<Duration>,
+) -> Option<io::Result<()>> {
+    let entry = opcode::Connect::new(types::Fd(fd), addr.as_ptr(), addr.len()).build();
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `addr` is borrowed for this call, which `run` outlasts.
+    let r = unsafe { run(entry, WaitOn::Writable(fd), deadline) }?;
+    Some(r.map(|_| ()))
+}
+
+/// Waits until `fd` is readable (`write` false) or writable, or has an
+/// error or a hang-up, through the running task's ring
+/// (`IORING_OP_POLL_ADD`, single-shot), until `deadline` (its expiry:
+/// `TimedOut`). `None` when the ring may not serve it (module docs, "Who
+/// uses a ring").
+pub(crate) fn poll(fd: RawFd, write: bool, deadline: Option<Instant>) -> Option<io::Result<()>> {
+    let (mask, on) = if write {
+        (libc::POLLOUT, WaitOn::Writable(fd))
+    } else {
+        (libc::POLLIN, WaitOn::Readable(fd))
+    };
+    let entry = opcode::PollAdd::new(types::Fd(fd), mask as u32).build();
+    // SAFETY: a poll entry points at nothing of ours.
+    let r = unsafe { run(entry, on, deadline) }?;
+    Some(r.map(|_| ()))
+}
+
+/// Runs `entry` (its `user_data` is set here) through the running task's
+/// ring and waits for its completion (until `deadline`, whose expiry is
+/// `TimedOut`): the result, a negative one as the error it names. `None`
+/// when the ring may not serve it (module docs, "Who uses a ring"):
+/// nothing was queued. A cancelled task unwinds from the wait once the
+/// operation is DONE.
+///
+/// # Safety
+/// Whatever `entry` points at stays valid and unmoved until this returns
+/// or unwinds (it does so only from DONE).
+unsafe fn run(
+    entry: squeue::Entry,
+    on: WaitOn,
+    deadline: Option<Instant>,
+) -> Option<io::Result<i32>> {
     let h = context::current_task_ptr()?;
     // SAFETY: the running task's header is alive while it runs.
     if unsafe { &*h }.shared.config.io_driver != crate::IoDriver::Uring {
@@ -547,29 +653,16 @@ pub(crate) fn stream_op(
         _pin: PhantomPinned,
     });
     let data = &*slot as *const OpSlot as u64;
-    let (entry, on) = match op {
-        StreamOp::Recv(buf) => (
-            opcode::Recv::new(types::Fd(fd), buf.as_mut_ptr(), clamp_len(buf.len())).build(),
-            WaitOn::Readable(fd),
-        ),
-        StreamOp::Send(buf) => (
-            opcode::Send::new(types::Fd(fd), buf.as_ptr(), clamp_len(buf.len()))
-                .flags(libc::MSG_NOSIGNAL)
-                .build(),
-            WaitOn::Writable(fd),
-        ),
-    };
-    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-    // SAFETY: the buffer is borrowed for this call and the slot is pinned
-    // in this frame; `wait` returns (or unwinds) only once the operation is
-    // DONE, its completion reaped.
+    // SAFETY: what the entry points at is the caller's to keep (contract),
+    // and the slot is pinned in this frame; `wait` returns (or unwinds)
+    // only once the operation is DONE, its completion reaped.
     match unsafe { queue_here(&task, &entry.user_data(data)) } {
         Queued::NotHere => return None,
         Queued::Failed(e) => return Some(Err(e)),
         Queued::Yes => {}
     }
     Some(match wait(&task, &slot, deadline, on) {
-        Ok(n) if n >= 0 => Ok(n as usize),
+        Ok(n) if n >= 0 => Ok(n),
         Ok(n) => Err(io::Error::from_raw_os_error(-n)),
         Err(TimedOut) => Err(io::ErrorKind::TimedOut.into()),
     })
