@@ -960,3 +960,55 @@ fn connect_goes_through_the_ring_and_fails_as_on_epoll() {
         },
     );
 }
+
+#[test]
+fn a_ring_connect_times_out_as_on_epoll() {
+    in_child("a_ring_connect_times_out_as_on_epoll", || {
+        // A listener whose accept queue is full and never drained: the
+        // kernel drops further SYNs, so a connect to it stays in progress.
+        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().expect("addr").into())
+            .expect("bind");
+        l.listen(0).expect("listen");
+        let addr = l.local_addr().expect("addr").as_socket().expect("inet");
+        let mut fillers = Vec::new();
+        let stuck = loop {
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                Ok(c) => fillers.push(c),
+                Err(e) if e.kind() == ErrorKind::TimedOut => break true,
+                Err(e) => panic!("filling the queue: {e}"),
+            }
+            if fillers.len() > 16 {
+                break false;
+            }
+        };
+        assert!(stuck, "the accept queue never filled");
+        let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
+            .into_iter()
+            .map(|d| {
+                let s = Scheduler::builder()
+                    .min_threads(1)
+                    .max_threads(1)
+                    .io_driver(d)
+                    .build()
+                    .expect("scheduler");
+                let kind = s
+                    .spawn(move || {
+                        TcpStream::connect_timeout(&addr, Duration::from_millis(100))
+                            .expect_err("the queue is full")
+                            .kind()
+                    })
+                    .join()
+                    .expect("connector");
+                if d == IoDriver::Uring {
+                    assert!(rings_open() >= 1, "the connect did not go through a ring");
+                }
+                s.shutdown();
+                kind
+            })
+            .collect();
+        assert_eq!(kinds[0], kinds[1], "epoll vs uring");
+        assert_eq!(kinds[1], ErrorKind::TimedOut);
+    });
+}
