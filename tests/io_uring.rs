@@ -1012,3 +1012,85 @@ fn a_ring_connect_times_out_as_on_epoll() {
         assert_eq!(kinds[1], ErrorKind::TimedOut);
     });
 }
+
+#[test]
+fn datagrams_go_through_the_ring_and_behave_as_on_epoll() {
+    in_child(
+        "datagrams_go_through_the_ring_and_behave_as_on_epoll",
+        || {
+            use gofer::net::UdpSocket;
+            use std::os::fd::AsRawFd;
+            // Per driver: a timed-out recv_from's error, a peek then a
+            // receive of a datagram cut to the buffer, an empty datagram,
+            // and a connected send and receive.
+            type Seen = (ErrorKind, (usize, u8), (usize, u8), usize, Vec<u8>);
+            let run = |d: IoDriver| -> Seen {
+                let s = Scheduler::builder()
+                    .min_threads(1)
+                    .max_threads(1)
+                    .io_driver(d)
+                    .build()
+                    .expect("scheduler");
+                let a = UdpSocket::bind("127.0.0.1:0").expect("bind a");
+                let b = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind b");
+                let (a_addr, b_addr) = (a.local_addr().expect("a"), b.local_addr().expect("b"));
+                let afd = a.as_raw_fd();
+                let (tx, rx) = mpsc::channel::<()>();
+                let h = s.spawn(move || {
+                    a.set_read_timeout(Some(Duration::from_millis(30)))
+                        .expect("timeout");
+                    let timed_out = a.recv_from(&mut [0u8; 8]).expect_err("nothing sent").kind();
+                    a.set_read_timeout(None).expect("timeout");
+                    tx.send(()).expect("ready");
+                    let mut buf = [0u8; 2];
+                    let (n, from) = a.peek_from(&mut buf).expect("peek_from");
+                    assert_eq!(from, b_addr);
+                    let peeked = (n, buf[1]);
+                    let (n, from) = a.recv_from(&mut buf).expect("recv_from");
+                    assert_eq!(from, b_addr);
+                    let got = (n, buf[1]);
+                    let (empty, _) = a.recv_from(&mut buf).expect("empty datagram");
+                    assert_eq!(a.send_to(b"pong", b_addr).expect("send_to"), 4);
+                    a.connect(b_addr).expect("connect");
+                    assert_eq!(a.send(b"c").expect("send"), 1);
+                    let mut c = [0u8; 8];
+                    let n = a.recv(&mut c).expect("recv");
+                    (timed_out, peeked, got, empty, c[..n].to_vec())
+                });
+                recv(&rx, "the first receive timed out");
+                wait_parked(&s, "the receiver parked");
+                if d == IoDriver::Uring {
+                    assert!(rings_open() >= 1, "the receive did not go through a ring");
+                    assert!(
+                        !watched_by_epoll(afd),
+                        "the receive waits on the epoll reactor"
+                    );
+                }
+                b.send_to(b"xyz", a_addr).expect("send");
+                b.send_to(b"", a_addr).expect("send empty");
+                let mut buf = [0u8; 8];
+                let (n, _) = b.recv_from(&mut buf).expect("pong");
+                assert_eq!(&buf[..n], b"pong");
+                let (n, _) = b.recv_from(&mut buf).expect("connected send");
+                assert_eq!(&buf[..n], b"c");
+                b.send_to(b"back", a_addr).expect("back");
+                let seen = h.join().expect("receiver");
+                s.shutdown();
+                seen
+            };
+            let epoll = run(IoDriver::Epoll);
+            let uring = run(IoDriver::Uring);
+            assert_eq!(epoll, uring, "epoll vs uring");
+            assert_eq!(
+                uring,
+                (
+                    ErrorKind::WouldBlock,
+                    (2, b'y'),
+                    (2, b'y'),
+                    0,
+                    b"back".to_vec()
+                )
+            );
+        },
+    );
+}

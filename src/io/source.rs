@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use super::coop;
 use crate::runtime::io::{
-    poll_fd, ring_accept, ring_recv, stream_op, Interest, RecvPath, RecvSlot, Registration,
-    StreamOp,
+    poll_fd, ring_accept, ring_recv, ring_recv_from, ring_send_to, stream_op, Interest, RecvPath,
+    RecvSlot, Registration, StreamOp,
 };
 
 /// A timeout kept in an atomic: nanoseconds, 0 meaning none.
@@ -402,6 +402,40 @@ impl<T: AsFd> Source<T> {
         }
         let fd = self.get_ref().as_fd().as_raw_fd();
         ring_accept(fd, want_addr, timeout).map(|r| r.map_err(expired))
+    }
+
+    /// A datagram receive (a peek with `peek`) through the running task's
+    /// io_uring, with the read timeout (expired: `WouldBlock`), and the
+    /// sender's address. `None`: take the readiness path (non-blocking
+    /// mode, or the driver does not serve the running task).
+    pub(crate) fn ring_recv_from(
+        &self,
+        buf: &mut [u8],
+        peek: bool,
+    ) -> Option<io::Result<(usize, socket2::SockAddr)>> {
+        if self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Read);
+        ring_recv_from(fd, buf, peek, t).map(|r| r.map_err(expired))
+    }
+
+    /// A datagram send to `addr` (`None`: the connected peer) through the
+    /// running task's io_uring, with the write timeout (expired:
+    /// `WouldBlock`). `None`: take the readiness path, as for
+    /// [`ring_recv_from`](Self::ring_recv_from).
+    pub(crate) fn ring_send_to(
+        &self,
+        buf: &[u8],
+        addr: Option<&socket2::SockAddr>,
+    ) -> Option<io::Result<usize>> {
+        if self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Write);
+        ring_send_to(fd, buf, addr, t).map(|r| r.map_err(expired))
     }
 
     /// Waits once for `interest` (a non-blocking connect's completion); an

@@ -159,6 +159,8 @@ fn probe_here() -> Result<(), String> {
         (opcode::Accept::CODE, "IORING_OP_ACCEPT"),
         (opcode::Connect::CODE, "IORING_OP_CONNECT"),
         (opcode::PollAdd::CODE, "IORING_OP_POLL_ADD"),
+        (opcode::RecvMsg::CODE, "IORING_OP_RECVMSG"),
+        (opcode::SendMsg::CODE, "IORING_OP_SENDMSG"),
     ] {
         if !probe.is_supported(code) {
             return Err(format!("the kernel's io_uring lacks {name}"));
@@ -605,6 +607,78 @@ pub(crate) fn connect(
     // SAFETY: `addr` is borrowed for this call, which `run` outlasts.
     let r = unsafe { run(entry, WaitOn::Writable(fd), deadline) }?;
     Some(r.map(|_| ()))
+}
+
+/// Receives one datagram on `fd` through the running task's ring
+/// (`IORING_OP_RECVMSG`, with `MSG_PEEK` when `peek`), and its sender's
+/// address; waits at most `timeout` (its expiry: `TimedOut`). A datagram
+/// longer than `buf` is cut to it, as `recvfrom` does. `None` when the
+/// ring may not serve it (module docs, "Who uses a ring").
+pub(crate) fn recv_from(
+    fd: RawFd,
+    buf: &mut [u8],
+    peek: bool,
+    timeout: Option<Duration>,
+) -> Option<io::Result<(usize, socket2::SockAddr)>> {
+    // SAFETY: sockaddr_storage and msghdr are plain data, valid zeroed.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut storage as *mut libc::sockaddr_storage).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    let flags = if peek { libc::MSG_PEEK as u32 } else { 0 };
+    let entry = opcode::RecvMsg::new(types::Fd(fd), &mut msg)
+        .flags(flags)
+        .build();
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `msg`, `iov` and `storage` live in this frame and `buf` is
+    // borrowed for this call, which `run` outlasts.
+    let r = unsafe { run(entry, WaitOn::Readable(fd), deadline) }?;
+    Some(r.map(|n| {
+        // SAFETY: the kernel wrote an address of `msg_namelen` bytes in
+        // `storage`.
+        let a = unsafe { socket2::SockAddr::new(storage, msg.msg_namelen) };
+        (n as usize, a)
+    }))
+}
+
+/// Sends `buf` as one datagram to `addr` (`None`: the connected peer) on
+/// `fd` through the running task's ring (`IORING_OP_SENDMSG`), waiting at
+/// most `timeout` (its expiry: `TimedOut`). `None` when the ring may not
+/// serve it (module docs, "Who uses a ring").
+pub(crate) fn send_to(
+    fd: RawFd,
+    buf: &[u8],
+    addr: Option<&socket2::SockAddr>,
+    timeout: Option<Duration>,
+) -> Option<io::Result<usize>> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr().cast_mut().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data, valid zeroed.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    if let Some(a) = addr {
+        msg.msg_name = a.as_ptr().cast_mut().cast();
+        msg.msg_namelen = a.len();
+    }
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    let entry = opcode::SendMsg::new(types::Fd(fd), &msg)
+        .flags(libc::MSG_NOSIGNAL as u32)
+        .build();
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `msg` and `iov` live in this frame, and `buf` and `addr` are
+    // borrowed for this call, which `run` outlasts; the kernel only reads
+    // through the pointers made mutable for the C struct.
+    let r = unsafe { run(entry, WaitOn::Writable(fd), deadline) }?;
+    Some(r.map(|n| n as usize))
 }
 
 /// Waits until `fd` is readable (`write` false) or writable, or has an
