@@ -42,7 +42,9 @@ use crate::runtime::io::{ring_poll, wait_once, Interest};
 /// wait and removed after it (`dup`, two `epoll_ctl` calls and a `close`;
 /// gofer's own sockets stay registered instead). Waiting on a duplicate
 /// lets any number of waits, and a gofer socket's own registration, share
-/// one descriptor: epoll takes each descriptor number only once. On a plain
+/// one descriptor: epoll takes each descriptor number only once. Under the
+/// io_uring driver, a task bound to its Processer waits through a poll
+/// entry on its Processer's ring instead (no duplicate). On a plain
 /// thread it waits in `poll(2)`. A descriptor epoll cannot watch (a regular
 /// file) counts as always ready.
 pub fn wait_readable(fd: &impl AsFd, timeout: Option<Duration>) -> io::Result<()> {

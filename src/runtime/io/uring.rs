@@ -1,19 +1,35 @@
 //! The io_uring driver ([`IoDriver::Uring`](crate::IoDriver::Uring)): one
-//! ring per core Processer, through which the stream reads and writes of
-//! the tasks bound to it complete.
+//! ring per core Processer, through which the socket operations of the
+//! tasks bound to it complete.
 //!
 //! # Who uses a ring
 //!
-//! A stream read (`recv`) or write (`send`) of a gofer socket, made by a
-//! task whose pin is the core Processer it runs on (every started task is
-//! bound to its Processer unless it opted in to migration: see
+//! A task whose pin is the core Processer it runs on (every started task
+//! is bound to its Processer unless it opted in to migration: see
 //! ARCHITECTURE.md, "A started task stays on its thread"), on a scheduler
-//! built with the uring driver. Everything else keeps the readiness path of
-//! `source.rs` and the epoll reactor: accept, connect, datagrams, vectored
-//! IO, sockets in non-blocking mode, plain threads, tasks on a `block_on`
-//! caller or an extra Processer (they may leave for good and nobody would
-//! reap their ring), migratable tasks (their ring would be another
-//! thread's), and the `hooks` feature's calls.
+//! built with the uring driver, for these operations (one single-shot
+//! entry each, all with the state machine below):
+//!
+//! - a stream read (`RECV`, or the multishot receive of `uring_recv.rs`)
+//!   or write (`SEND`) of a gofer TCP or Unix stream;
+//! - `accept` of a gofer TCP or Unix listener (`ACCEPT`, the new
+//!   descriptor made close-on-exec and non-blocking by the kernel; a Unix
+//!   peer's address is then read with `getpeername`);
+//! - `connect` of a gofer TCP stream (`CONNECT`, the address borrowed by
+//!   the entry for the wait);
+//! - the datagrams of a gofer UDP socket: `recv_from`, `peek_from`,
+//!   `recv`, `peek` (`RECVMSG`) and `send_to`, `send` (`SENDMSG`), the
+//!   `msghdr`, its `iovec` and the address in the waiting frame;
+//! - `gofer::io::wait_readable` and `wait_writable` (`POLL_ADD`).
+//!
+//! Everything else keeps the readiness path of `source.rs` and the epoll
+//! reactor: vectored IO (but for a read on a socket with a multishot
+//! receive), Unix datagrams, a Unix stream's connect (it completes at
+//! once), sockets and listeners in non-blocking mode (`WouldBlock` stays
+//! theirs), plain threads, tasks on a `block_on` caller or an extra
+//! Processer (they may leave for good and nobody would reap their ring),
+//! migratable tasks (their ring would be another thread's), and the
+//! `hooks` feature's calls.
 //!
 //! The ring is made at the first such operation on its Processer, and its
 //! descriptor registered with the scheduler's epoll reactor (a ring is
@@ -35,11 +51,11 @@
 //!
 //! # An operation's states (the in-flight state machine)
 //!
-//! The slot ([`OpSlot`]) lives in the waiting task's frame, beside the
-//! buffer the kernel reads or writes; its address is the entry's
-//! `user_data`. The kernel may touch the buffer, and the Processer will
-//! write the slot, until the completion is reaped: so the frame must not
-//! be left before.
+//! The slot ([`OpSlot`]) lives in the waiting task's frame, beside what
+//! the kernel reads or writes (the buffer, an address, a `msghdr`); its
+//! address is the entry's `user_data` (`run`). The kernel may touch
+//! those, and the Processer will write the slot, until the completion is
+//! reaped: so the frame must not be left before.
 //!
 //! ```text
 //!  state       slot.res  moved on by
