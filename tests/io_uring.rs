@@ -1094,3 +1094,79 @@ fn datagrams_go_through_the_ring_and_behave_as_on_epoll() {
         },
     );
 }
+
+#[test]
+fn vectored_reads_and_writes_go_through_the_ring() {
+    in_child("vectored_reads_and_writes_go_through_the_ring", || {
+        use std::io::{IoSlice, IoSliceMut};
+        use std::os::fd::AsRawFd;
+        // Per driver: what a vectored read put in each buffer, and what the
+        // peer got from a vectored write (empty slices included).
+        type Seen = (usize, Vec<u8>, Vec<u8>, Vec<u8>);
+        let run = |d: IoDriver| -> Seen {
+            let s = Scheduler::builder()
+                .min_threads(1)
+                .max_threads(1)
+                .io_driver(d)
+                .build()
+                .expect("scheduler");
+            let (stream, mut peer) = pair();
+            let fd = stream.as_raw_fd();
+            let h = s.spawn(move || {
+                let mut stream = stream;
+                let (mut a, mut b) = ([0u8; 3], [0u8; 8]);
+                let n = stream
+                    .read_vectored(&mut [
+                        IoSliceMut::new(&mut []),
+                        IoSliceMut::new(&mut a),
+                        IoSliceMut::new(&mut b),
+                    ])
+                    .expect("read_vectored");
+                let w = stream
+                    .write_vectored(&[IoSlice::new(b"ab"), IoSlice::new(b""), IoSlice::new(b"cde")])
+                    .expect("write_vectored");
+                assert_eq!(w, 5);
+                (n, a.to_vec(), b.to_vec())
+            });
+            wait_parked(&s, "the reader parked");
+            if d == IoDriver::Uring {
+                assert!(rings_open() >= 1, "the read did not go through a ring");
+                assert!(!watched_by_epoll(fd), "the read waits on the epoll reactor");
+            }
+            peer.write_all(b"hello").expect("peer write");
+            let mut got = [0u8; 5];
+            peer.read_exact(&mut got).expect("peer read");
+            let (n, a, b) = h.join().expect("task");
+            s.shutdown();
+            (n, a, b, got.to_vec())
+        };
+        let epoll = run(IoDriver::Epoll);
+        let uring = run(IoDriver::Uring);
+        assert_eq!(epoll, uring, "epoll vs uring");
+        assert_eq!(
+            uring,
+            (
+                5,
+                b"hel".to_vec(),
+                b"lo\0\0\0\0\0\0".to_vec(),
+                b"abcde".to_vec()
+            )
+        );
+
+        // A write alone: a ring made after it was made for it.
+        let s = uring_sched("uring-writev", 1);
+        let (stream, mut peer) = pair();
+        s.spawn(move || {
+            (&stream)
+                .write_vectored(&[IoSlice::new(b"x"), IoSlice::new(b"y")])
+                .expect("write_vectored")
+        })
+        .join()
+        .expect("writer");
+        assert!(rings_open() >= 1, "the write did not go through a ring");
+        let mut got = [0u8; 2];
+        peer.read_exact(&mut got).expect("peer read");
+        assert_eq!(&got, b"xy");
+        s.shutdown();
+    });
+}

@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use super::coop;
 use crate::runtime::io::{
-    poll_fd, ring_accept, ring_recv, ring_recv_from, ring_send_to, stream_op, Interest, RecvPath,
-    RecvSlot, Registration, StreamOp,
+    poll_fd, ring_accept, ring_recv, ring_recv_from, ring_send_to, stream_op, vectored_op,
+    Interest, RecvPath, RecvSlot, Registration, StreamOp, VectoredOp,
 };
 
 /// A timeout kept in an atomic: nanoseconds, 0 meaning none.
@@ -365,15 +365,42 @@ impl<T: AsFd> Source<T> {
         self.ring_recv(buf, true)
     }
 
-    /// [`ring_read`](Self::ring_read) for a vectored read, into its first
-    /// non-empty buffer, only when the socket has a multishot receive.
+    /// [`ring_read`](Self::ring_read) for a vectored read: through the
+    /// socket's multishot receive, into its first non-empty buffer, when
+    /// it has one or may arm one; else a single-shot `recvmsg` into all the
+    /// buffers when the driver serves it; `None`: take the readiness path.
     pub(crate) fn ring_read_vectored(
         &self,
         bufs: &mut [io::IoSliceMut<'_>],
     ) -> Option<io::Result<usize>> {
-        self.recv.get()?;
-        let first = bufs.iter_mut().find(|b| !b.is_empty())?;
-        self.ring_recv(first, false)
+        let first = bufs.iter().position(|b| !b.is_empty())?;
+        let nonblocking = self.is_nonblocking();
+        if nonblocking && self.recv.get().is_none() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Read);
+        match ring_recv(&self.recv, fd, &mut bufs[first], false, nonblocking, t) {
+            RecvPath::Done(r) => Some(r.map_err(expired)),
+            RecvPath::Readiness => None,
+            RecvPath::SingleShot => {
+                vectored_op(fd, VectoredOp::Recv(bufs), t).map(|r| r.map_err(expired))
+            }
+        }
+    }
+
+    /// [`ring_read`](Self::ring_read) for a vectored stream write (a
+    /// single-shot `sendmsg`), when some buffer is not empty.
+    pub(crate) fn ring_write_vectored(
+        &self,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Option<io::Result<usize>> {
+        if bufs.iter().all(|b| b.is_empty()) || self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Write);
+        vectored_op(fd, VectoredOp::Send(bufs), t).map(|r| r.map_err(expired))
     }
 
     /// [`ring_read`](Self::ring_read) for a stream write.

@@ -11,7 +11,9 @@
 //! entry each, all with the state machine below):
 //!
 //! - a stream read (`RECV`, or the multishot receive of `uring_recv.rs`)
-//!   or write (`SEND`) of a gofer TCP or Unix stream;
+//!   or write (`SEND`) of a gofer TCP or Unix stream, and its vectored
+//!   read and write (`RECVMSG`, `SENDMSG`; a vectored read on a socket
+//!   with a multishot receive takes from it into its first buffer);
 //! - `accept` of a gofer TCP or Unix listener (`ACCEPT`, the new
 //!   descriptor made close-on-exec and non-blocking by the kernel; a Unix
 //!   peer's address is then read with `getpeername`);
@@ -23,8 +25,7 @@
 //! - `gofer::io::wait_readable` and `wait_writable` (`POLL_ADD`).
 //!
 //! Everything else keeps the readiness path of `source.rs` and the epoll
-//! reactor: vectored IO (but for a read on a socket with a multishot
-//! receive), Unix datagrams, a Unix stream's connect (it completes at
+//! reactor: Unix datagrams, a Unix stream's connect (it completes at
 //! once), sockets and listeners in non-blocking mode (`WouldBlock` stays
 //! theirs), plain threads, tasks on a `block_on` caller or an extra
 //! Processer (they may leave for good and nobody would reap their ring),
@@ -568,6 +569,57 @@ pub(crate) fn stream_op(
     };
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     // SAFETY: the buffer is borrowed for this call, which `run` outlasts.
+    let r = unsafe { run(entry, on, deadline) }?;
+    Some(r.map(|n| n as usize))
+}
+
+/// A vectored stream operation for the ring.
+pub(crate) enum VectoredOp<'a, 'b> {
+    /// `recvmsg` into the buffers, in order.
+    Recv(&'a mut [io::IoSliceMut<'b>]),
+    /// `sendmsg` from the buffers, in order (with `MSG_NOSIGNAL`).
+    Send(&'a [io::IoSlice<'b>]),
+}
+
+/// The most buffers one vectored operation takes (`UIO_MAXIOV`); std's
+/// `readv`/`writev` use as many and leave the rest for the next call.
+const MAX_IOV: usize = 1024;
+
+/// [`stream_op`] for vectored reads and writes (`IORING_OP_RECVMSG` and
+/// `SENDMSG`, the `msghdr` in this frame and the `iovec`s those of the
+/// caller's slices).
+pub(crate) fn vectored_op(
+    fd: RawFd,
+    op: VectoredOp<'_, '_>,
+    timeout: Option<Duration>,
+) -> Option<io::Result<usize>> {
+    // SAFETY: msghdr is plain data, valid zeroed.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSlice and IoSliceMut are ABI-compatible with iovec on Unix (std's
+    // guarantee).
+    let (entry, on) = match op {
+        VectoredOp::Recv(bufs) => {
+            msg.msg_iov = bufs.as_mut_ptr().cast::<libc::iovec>();
+            msg.msg_iovlen = bufs.len().min(MAX_IOV);
+            (
+                opcode::RecvMsg::new(types::Fd(fd), &mut msg).build(),
+                WaitOn::Readable(fd),
+            )
+        }
+        VectoredOp::Send(bufs) => {
+            msg.msg_iov = bufs.as_ptr().cast_mut().cast::<libc::iovec>();
+            msg.msg_iovlen = bufs.len().min(MAX_IOV);
+            (
+                opcode::SendMsg::new(types::Fd(fd), &msg)
+                    .flags(libc::MSG_NOSIGNAL as u32)
+                    .build(),
+                WaitOn::Writable(fd),
+            )
+        }
+    };
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `msg` lives in this frame and the slices are borrowed for
+    // this call, which `run` outlasts; a send's buffers are only read.
     let r = unsafe { run(entry, on, deadline) }?;
     Some(r.map(|n| n as usize))
 }
