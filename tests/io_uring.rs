@@ -1170,3 +1170,48 @@ fn vectored_reads_and_writes_go_through_the_ring() {
         s.shutdown();
     });
 }
+
+#[test]
+fn shutdown_now_ends_tasks_parked_in_ring_accepts_waits_and_datagrams() {
+    in_child(
+        "shutdown_now_ends_tasks_parked_in_ring_accepts_waits_and_datagrams",
+        || {
+            use gofer::net::UdpSocket;
+            const EACH: usize = 20;
+            let s = uring_sched("uring-shutdown-ops", 2);
+            let (l, addr) = listener();
+            let l = std::sync::Arc::new(l);
+            let mut keep = Vec::new();
+            for _ in 0..EACH {
+                let acceptor = l.clone();
+                s.spawn(move || {
+                    let _ = acceptor.accept();
+                    unreachable!("nobody connects");
+                });
+                let (a, b) = std::os::unix::net::UnixStream::pair().expect("pair");
+                keep.push(b);
+                s.spawn(move || {
+                    let _ = gofer::io::wait_readable(&a, None);
+                    unreachable!("nothing is sent");
+                });
+                let u = UdpSocket::bind("127.0.0.1:0").expect("bind");
+                s.spawn(move || {
+                    let _ = u.recv_from(&mut [0u8; 64]);
+                    unreachable!("nothing is sent");
+                });
+            }
+            wait_parked(&s, "every task parked");
+            assert!(rings_open() >= 1, "nothing went through a ring");
+            s.shutdown_now();
+            assert_eq!(s.stats().alive, 0);
+            s.shutdown();
+            // The listener's queue is still served: the cancelled accepts
+            // left it.
+            let c = std::net::TcpStream::connect(addr).expect("connect");
+            let l = l.try_clone().expect("try_clone").into_std();
+            let (_, peer) = l.accept().expect("accept after shutdown");
+            assert_eq!(peer, c.local_addr().expect("local_addr"));
+            drop(keep);
+        },
+    );
+}
