@@ -1,5 +1,7 @@
-//! The io_uring driver (`IoDriver::Uring`): stream reads and writes of
-//! bound tasks complete through their Processer's ring. Each scenario runs
+//! The io_uring driver (`IoDriver::Uring`): the socket operations of
+//! bound tasks (stream reads and writes, vectored too, accepts, TCP
+//! connects, UDP datagrams, `io::wait_*`) complete through their
+//! Processer's ring, with the epoll path's errors and timeouts. Each scenario runs
 //! in a child process under a watchdog: a lost completion would hang it.
 
 mod common;
