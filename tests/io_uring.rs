@@ -1,5 +1,7 @@
-//! The io_uring driver (`IoDriver::Uring`): stream reads and writes of
-//! bound tasks complete through their Processer's ring. Each scenario runs
+//! The io_uring driver (`IoDriver::Uring`): the socket operations of
+//! bound tasks (stream reads and writes, vectored too, accepts, TCP
+//! connects, UDP datagrams, `io::wait_*`) complete through their
+//! Processer's ring, with the epoll path's errors and timeouts. Each scenario runs
 //! in a child process under a watchdog: a lost completion would hang it.
 
 mod common;
@@ -673,6 +675,545 @@ fn a_completion_does_not_interrupt_a_blocking_call_on_the_rings_thread() {
             assert_eq!(reader.join().expect("reader"), 1);
             drop(l);
             s.shutdown();
+        },
+    );
+}
+
+/// Whether any epoll instance of this process watches the file `fd` is
+/// open on (under any descriptor number: a duplicate counts), from the
+/// `tfd` lines of the epoll descriptors' fdinfo, which name the watched
+/// file's inode.
+fn watched_by_epoll(fd: std::os::fd::RawFd) -> bool {
+    // SAFETY: fstat into a zeroed stat on a descriptor the caller holds.
+    let ino = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        assert_eq!(libc::fstat(fd, &mut st), 0, "fstat");
+        st.st_ino
+    };
+    let want = format!("ino:{ino:x}");
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let t = std::fs::read_link(e.path()).ok()?;
+            t.to_string_lossy()
+                .contains("eventpoll")
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .filter_map(|n| std::fs::read_to_string(format!("/proc/self/fdinfo/{n}")).ok())
+        .any(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("tfd:"))
+                .any(|l| l.split_whitespace().any(|w| w == want))
+        })
+}
+
+fn fd_flags(fd: std::os::fd::RawFd) -> (bool, bool) {
+    // SAFETY: fcntl queries on a descriptor the caller holds.
+    let (fl, fdfl) = unsafe {
+        (
+            libc::fcntl(fd, libc::F_GETFL),
+            libc::fcntl(fd, libc::F_GETFD),
+        )
+    };
+    assert!(fl >= 0 && fdfl >= 0, "fcntl");
+    (fl & libc::O_NONBLOCK != 0, fdfl & libc::FD_CLOEXEC != 0)
+}
+
+#[test]
+fn accept_goes_through_the_ring_and_gives_what_the_epoll_path_gives() {
+    in_child(
+        "accept_goes_through_the_ring_and_gives_what_the_epoll_path_gives",
+        || {
+            use std::os::fd::AsRawFd;
+            let s = uring_sched("uring-accept", 1);
+            let (l, addr) = listener();
+            let lfd = l.as_raw_fd();
+            let h = s.spawn(move || {
+                let (mut c, peer) = l.accept().expect("accept");
+                let flags = fd_flags(c.as_raw_fd());
+                let mut b = [0u8; 1];
+                c.read_exact(&mut b).expect("read");
+                c.write_all(&b).expect("write");
+                (peer, flags)
+            });
+            wait_parked(&s, "the acceptor parked");
+            assert!(rings_open() >= 1, "the accept did not go through a ring");
+            assert!(
+                !watched_by_epoll(lfd),
+                "the accept waits on the epoll reactor"
+            );
+            let mut c = std::net::TcpStream::connect(addr).expect("connect");
+            c.write_all(b"x").expect("client write");
+            let mut b = [0u8; 1];
+            c.read_exact(&mut b).expect("client read");
+            assert_eq!(&b, b"x");
+            let (peer, (nonblocking, cloexec)) = h.join().expect("acceptor");
+            assert_eq!(peer, c.local_addr().expect("local_addr"));
+            assert!(nonblocking && cloexec, "accepted socket's flags");
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn a_cancelled_ring_accept_leaves_the_next_connection_queued() {
+    in_child(
+        "a_cancelled_ring_accept_leaves_the_next_connection_queued",
+        || {
+            let s = uring_sched("uring-accept-cancel", 1);
+            let (l, addr) = listener();
+            let l = std::sync::Arc::new(l);
+            for i in 0..50 {
+                let acceptor = l.clone();
+                let h = s.spawn(move || {
+                    let _ = acceptor.accept();
+                    unreachable!("nobody connects before the cancel");
+                });
+                wait_parked(&s, "the acceptor parked");
+                h.cancel();
+                let e = h.join().expect_err("cancelled");
+                assert!(e.is_cancelled(), "iteration {i}: {e}");
+                // The cancelled accept is gone from the kernel: the connection
+                // made now waits in the queue for the next accept.
+                let c = std::net::TcpStream::connect(addr).expect("connect");
+                let acceptor = l.clone();
+                let peer = s
+                    .spawn(move || acceptor.accept().expect("accept").1)
+                    .join()
+                    .expect("second acceptor");
+                assert_eq!(peer, c.local_addr().expect("local_addr"), "iteration {i}");
+            }
+            assert!(rings_open() >= 1, "the accept did not go through a ring");
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn a_non_blocking_listener_says_would_block_under_the_uring_driver() {
+    in_child(
+        "a_non_blocking_listener_says_would_block_under_the_uring_driver",
+        || {
+            let s = uring_sched("uring-accept-nb", 1);
+            let (l, _) = listener();
+            l.set_nonblocking(true).expect("set_nonblocking");
+            let kind = s
+                .spawn(move || l.accept().expect_err("nobody connected").kind())
+                .join()
+                .expect("acceptor");
+            assert_eq!(kind, ErrorKind::WouldBlock);
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn unix_accept_goes_through_the_ring() {
+    in_child("unix_accept_goes_through_the_ring", || {
+        use gofer::net::unix::UnixListener;
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir().join(format!("gofer-uring-ux-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("sock");
+        let s = uring_sched("uring-ux-accept", 1);
+        let l = UnixListener::bind(&path).expect("bind");
+        let lfd = l.as_raw_fd();
+        let h = s.spawn(move || {
+            let (mut c, peer) = l.accept().expect("accept");
+            let mut b = [0u8; 1];
+            c.read_exact(&mut b).expect("read");
+            (b[0], peer.is_unnamed())
+        });
+        wait_parked(&s, "the acceptor parked");
+        assert!(rings_open() >= 1, "the accept did not go through a ring");
+        assert!(
+            !watched_by_epoll(lfd),
+            "the accept waits on the epoll reactor"
+        );
+        let mut c = std::os::unix::net::UnixStream::connect(&path).expect("connect");
+        c.write_all(b"u").expect("write");
+        assert_eq!(h.join().expect("acceptor"), (b'u', true));
+        s.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn wait_readable_goes_through_a_poll_entry_and_times_out_as_on_epoll() {
+    in_child(
+        "wait_readable_goes_through_a_poll_entry_and_times_out_as_on_epoll",
+        || {
+            use std::os::fd::AsRawFd;
+            let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
+                .into_iter()
+                .map(|d| {
+                    let s = Scheduler::builder()
+                        .min_threads(1)
+                        .max_threads(1)
+                        .io_driver(d)
+                        .build()
+                        .expect("scheduler");
+                    let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
+                    let kind = s
+                        .spawn(move || {
+                            gofer::io::wait_readable(&a, Some(Duration::from_millis(30)))
+                                .expect_err("nothing was sent")
+                                .kind()
+                        })
+                        .join()
+                        .expect("waiter");
+                    s.shutdown();
+                    kind
+                })
+                .collect();
+            assert_eq!(kinds[0], kinds[1], "epoll vs uring");
+            assert_eq!(kinds[1], ErrorKind::TimedOut);
+
+            let s = uring_sched("uring-wait", 1);
+            let (a, mut b) = std::os::unix::net::UnixStream::pair().expect("pair");
+            let afd = a.as_raw_fd();
+            let (tx, rx) = mpsc::channel();
+            let h = s.spawn(move || {
+                gofer::io::wait_readable(&a, None).expect("readable");
+                tx.send(()).expect("report");
+                // Writable at once: a poll entry that completes at its turn.
+                gofer::io::wait_writable(&a, Some(Duration::from_secs(5))).expect("writable");
+                a
+            });
+            wait_parked(&s, "the waiter parked");
+            assert!(rings_open() >= 1, "the wait did not go through a ring");
+            assert!(!watched_by_epoll(afd), "the wait is on the epoll reactor");
+            b.write_all(b"r").expect("write");
+            recv(&rx, "the wait ended");
+            drop(h.join().expect("waiter"));
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn a_cancelled_ring_wait_unwinds() {
+    in_child("a_cancelled_ring_wait_unwinds", || {
+        let s = uring_sched("uring-wait-cancel", 1);
+        let (a, b) = std::os::unix::net::UnixStream::pair().expect("pair");
+        let h = s.spawn(move || {
+            let _ = gofer::io::wait_readable(&a, None);
+            unreachable!("nothing is sent before the cancel");
+        });
+        wait_parked(&s, "the waiter parked");
+        assert!(rings_open() >= 1, "the wait did not go through a ring");
+        h.cancel();
+        assert!(h.join().expect_err("cancelled").is_cancelled());
+        drop(b);
+        s.shutdown();
+    });
+}
+
+#[test]
+fn connect_goes_through_the_ring_and_fails_as_on_epoll() {
+    in_child(
+        "connect_goes_through_the_ring_and_fails_as_on_epoll",
+        || {
+            // A port with no listener: bound, then closed.
+            let closed = {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+                l.local_addr().expect("addr")
+            };
+            let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
+                .into_iter()
+                .map(|d| {
+                    let s = Scheduler::builder()
+                        .min_threads(1)
+                        .max_threads(1)
+                        .io_driver(d)
+                        .build()
+                        .expect("scheduler");
+                    let kind = s
+                        .spawn(move || {
+                            TcpStream::connect_timeout(&closed, Duration::from_secs(5))
+                                .expect_err("nobody listens")
+                                .kind()
+                        })
+                        .join()
+                        .expect("connector");
+                    s.shutdown();
+                    kind
+                })
+                .collect();
+            assert_eq!(kinds[0], kinds[1], "epoll vs uring");
+            assert_eq!(kinds[1], ErrorKind::ConnectionRefused);
+
+            let s = uring_sched("uring-connect", 1);
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let addr = l.local_addr().expect("addr");
+            // Only the connect is made in a task: a ring that exists after it
+            // was made for it.
+            let c = s
+                .spawn(move || TcpStream::connect(addr).expect("connect"))
+                .join()
+                .expect("connector");
+            assert!(rings_open() >= 1, "the connect did not go through a ring");
+            assert_eq!(c.peer_addr().expect("peer_addr"), addr);
+            let (_, peer) = l.accept().expect("accept");
+            assert_eq!(c.local_addr().expect("local_addr"), peer);
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn a_ring_connect_times_out_as_on_epoll() {
+    in_child("a_ring_connect_times_out_as_on_epoll", || {
+        // A listener whose accept queue is full and never drained: the
+        // kernel drops further SYNs, so a connect to it stays in progress.
+        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().expect("addr").into())
+            .expect("bind");
+        l.listen(0).expect("listen");
+        let addr = l.local_addr().expect("addr").as_socket().expect("inet");
+        let mut fillers = Vec::new();
+        let stuck = loop {
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                Ok(c) => fillers.push(c),
+                Err(e) if e.kind() == ErrorKind::TimedOut => break true,
+                Err(e) => panic!("filling the queue: {e}"),
+            }
+            if fillers.len() > 16 {
+                break false;
+            }
+        };
+        assert!(stuck, "the accept queue never filled");
+        let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
+            .into_iter()
+            .map(|d| {
+                let s = Scheduler::builder()
+                    .min_threads(1)
+                    .max_threads(1)
+                    .io_driver(d)
+                    .build()
+                    .expect("scheduler");
+                let kind = s
+                    .spawn(move || {
+                        TcpStream::connect_timeout(&addr, Duration::from_millis(100))
+                            .expect_err("the queue is full")
+                            .kind()
+                    })
+                    .join()
+                    .expect("connector");
+                if d == IoDriver::Uring {
+                    assert!(rings_open() >= 1, "the connect did not go through a ring");
+                }
+                s.shutdown();
+                kind
+            })
+            .collect();
+        assert_eq!(kinds[0], kinds[1], "epoll vs uring");
+        assert_eq!(kinds[1], ErrorKind::TimedOut);
+    });
+}
+
+#[test]
+fn datagrams_go_through_the_ring_and_behave_as_on_epoll() {
+    in_child(
+        "datagrams_go_through_the_ring_and_behave_as_on_epoll",
+        || {
+            use gofer::net::UdpSocket;
+            use std::os::fd::AsRawFd;
+            // Per driver: a timed-out recv_from's error, a peek then a
+            // receive of a datagram cut to the buffer, an empty datagram,
+            // and a connected send and receive.
+            type Seen = (ErrorKind, (usize, u8), (usize, u8), usize, Vec<u8>);
+            let run = |d: IoDriver| -> Seen {
+                let s = Scheduler::builder()
+                    .min_threads(1)
+                    .max_threads(1)
+                    .io_driver(d)
+                    .build()
+                    .expect("scheduler");
+                let a = UdpSocket::bind("127.0.0.1:0").expect("bind a");
+                let b = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind b");
+                let (a_addr, b_addr) = (a.local_addr().expect("a"), b.local_addr().expect("b"));
+                let afd = a.as_raw_fd();
+                let (tx, rx) = mpsc::channel::<()>();
+                let h = s.spawn(move || {
+                    a.set_read_timeout(Some(Duration::from_millis(30)))
+                        .expect("timeout");
+                    let timed_out = a.recv_from(&mut [0u8; 8]).expect_err("nothing sent").kind();
+                    a.set_read_timeout(None).expect("timeout");
+                    tx.send(()).expect("ready");
+                    let mut buf = [0u8; 2];
+                    let (n, from) = a.peek_from(&mut buf).expect("peek_from");
+                    assert_eq!(from, b_addr);
+                    let peeked = (n, buf[1]);
+                    let (n, from) = a.recv_from(&mut buf).expect("recv_from");
+                    assert_eq!(from, b_addr);
+                    let got = (n, buf[1]);
+                    let (empty, _) = a.recv_from(&mut buf).expect("empty datagram");
+                    assert_eq!(a.send_to(b"pong", b_addr).expect("send_to"), 4);
+                    a.connect(b_addr).expect("connect");
+                    assert_eq!(a.send(b"c").expect("send"), 1);
+                    let mut c = [0u8; 8];
+                    let n = a.recv(&mut c).expect("recv");
+                    (timed_out, peeked, got, empty, c[..n].to_vec())
+                });
+                recv(&rx, "the first receive timed out");
+                wait_parked(&s, "the receiver parked");
+                if d == IoDriver::Uring {
+                    assert!(rings_open() >= 1, "the receive did not go through a ring");
+                    assert!(
+                        !watched_by_epoll(afd),
+                        "the receive waits on the epoll reactor"
+                    );
+                }
+                b.send_to(b"xyz", a_addr).expect("send");
+                b.send_to(b"", a_addr).expect("send empty");
+                let mut buf = [0u8; 8];
+                let (n, _) = b.recv_from(&mut buf).expect("pong");
+                assert_eq!(&buf[..n], b"pong");
+                let (n, _) = b.recv_from(&mut buf).expect("connected send");
+                assert_eq!(&buf[..n], b"c");
+                b.send_to(b"back", a_addr).expect("back");
+                let seen = h.join().expect("receiver");
+                s.shutdown();
+                seen
+            };
+            let epoll = run(IoDriver::Epoll);
+            let uring = run(IoDriver::Uring);
+            assert_eq!(epoll, uring, "epoll vs uring");
+            assert_eq!(
+                uring,
+                (
+                    ErrorKind::WouldBlock,
+                    (2, b'y'),
+                    (2, b'y'),
+                    0,
+                    b"back".to_vec()
+                )
+            );
+        },
+    );
+}
+
+#[test]
+fn vectored_reads_and_writes_go_through_the_ring() {
+    in_child("vectored_reads_and_writes_go_through_the_ring", || {
+        use std::io::{IoSlice, IoSliceMut};
+        use std::os::fd::AsRawFd;
+        // Per driver: what a vectored read put in each buffer, and what the
+        // peer got from a vectored write (empty slices included).
+        type Seen = (usize, Vec<u8>, Vec<u8>, Vec<u8>);
+        let run = |d: IoDriver| -> Seen {
+            let s = Scheduler::builder()
+                .min_threads(1)
+                .max_threads(1)
+                .io_driver(d)
+                .build()
+                .expect("scheduler");
+            let (stream, mut peer) = pair();
+            let fd = stream.as_raw_fd();
+            let h = s.spawn(move || {
+                let mut stream = stream;
+                let (mut a, mut b) = ([0u8; 3], [0u8; 8]);
+                let n = stream
+                    .read_vectored(&mut [
+                        IoSliceMut::new(&mut []),
+                        IoSliceMut::new(&mut a),
+                        IoSliceMut::new(&mut b),
+                    ])
+                    .expect("read_vectored");
+                let w = stream
+                    .write_vectored(&[IoSlice::new(b"ab"), IoSlice::new(b""), IoSlice::new(b"cde")])
+                    .expect("write_vectored");
+                assert_eq!(w, 5);
+                (n, a.to_vec(), b.to_vec())
+            });
+            wait_parked(&s, "the reader parked");
+            if d == IoDriver::Uring {
+                assert!(rings_open() >= 1, "the read did not go through a ring");
+                assert!(!watched_by_epoll(fd), "the read waits on the epoll reactor");
+            }
+            peer.write_all(b"hello").expect("peer write");
+            let mut got = [0u8; 5];
+            peer.read_exact(&mut got).expect("peer read");
+            let (n, a, b) = h.join().expect("task");
+            s.shutdown();
+            (n, a, b, got.to_vec())
+        };
+        let epoll = run(IoDriver::Epoll);
+        let uring = run(IoDriver::Uring);
+        assert_eq!(epoll, uring, "epoll vs uring");
+        assert_eq!(
+            uring,
+            (
+                5,
+                b"hel".to_vec(),
+                b"lo\0\0\0\0\0\0".to_vec(),
+                b"abcde".to_vec()
+            )
+        );
+
+        // A write alone: a ring made after it was made for it.
+        let s = uring_sched("uring-writev", 1);
+        let (stream, mut peer) = pair();
+        s.spawn(move || {
+            (&stream)
+                .write_vectored(&[IoSlice::new(b"x"), IoSlice::new(b"y")])
+                .expect("write_vectored")
+        })
+        .join()
+        .expect("writer");
+        assert!(rings_open() >= 1, "the write did not go through a ring");
+        let mut got = [0u8; 2];
+        peer.read_exact(&mut got).expect("peer read");
+        assert_eq!(&got, b"xy");
+        s.shutdown();
+    });
+}
+
+#[test]
+fn shutdown_now_ends_tasks_parked_in_ring_accepts_waits_and_datagrams() {
+    in_child(
+        "shutdown_now_ends_tasks_parked_in_ring_accepts_waits_and_datagrams",
+        || {
+            use gofer::net::UdpSocket;
+            const EACH: usize = 20;
+            let s = uring_sched("uring-shutdown-ops", 2);
+            let (l, addr) = listener();
+            let l = std::sync::Arc::new(l);
+            let mut keep = Vec::new();
+            for _ in 0..EACH {
+                let acceptor = l.clone();
+                s.spawn(move || {
+                    let _ = acceptor.accept();
+                    unreachable!("nobody connects");
+                });
+                let (a, b) = std::os::unix::net::UnixStream::pair().expect("pair");
+                keep.push(b);
+                s.spawn(move || {
+                    let _ = gofer::io::wait_readable(&a, None);
+                    unreachable!("nothing is sent");
+                });
+                let u = UdpSocket::bind("127.0.0.1:0").expect("bind");
+                s.spawn(move || {
+                    let _ = u.recv_from(&mut [0u8; 64]);
+                    unreachable!("nothing is sent");
+                });
+            }
+            wait_parked(&s, "every task parked");
+            assert!(rings_open() >= 1, "nothing went through a ring");
+            s.shutdown_now();
+            assert_eq!(s.stats().alive, 0);
+            s.shutdown();
+            // The listener's queue is still served: the cancelled accepts
+            // left it.
+            let c = std::net::TcpStream::connect(addr).expect("connect");
+            let l = l.try_clone().expect("try_clone").into_std();
+            let (_, peer) = l.accept().expect("accept after shutdown");
+            assert_eq!(peer, c.local_addr().expect("local_addr"));
+            drop(keep);
         },
     );
 }

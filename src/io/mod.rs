@@ -26,7 +26,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::runtime::io::{wait_once, Interest};
+use crate::runtime::io::{ring_poll, wait_once, Interest};
 
 /// Waits until `fd` is readable (or its peer hung up, or it has an error),
 /// or until `timeout` passes (`ErrorKind::TimedOut`; `None` waits without
@@ -42,7 +42,9 @@ use crate::runtime::io::{wait_once, Interest};
 /// wait and removed after it (`dup`, two `epoll_ctl` calls and a `close`;
 /// gofer's own sockets stay registered instead). Waiting on a duplicate
 /// lets any number of waits, and a gofer socket's own registration, share
-/// one descriptor: epoll takes each descriptor number only once. On a plain
+/// one descriptor: epoll takes each descriptor number only once. Under the
+/// io_uring driver, a task bound to its Processer waits through a poll
+/// entry on its Processer's ring instead (no duplicate). On a plain
 /// thread it waits in `poll(2)`. A descriptor epoll cannot watch (a regular
 /// file) counts as always ready.
 pub fn wait_readable(fd: &impl AsFd, timeout: Option<Duration>) -> io::Result<()> {
@@ -57,6 +59,10 @@ pub fn wait_writable(fd: &impl AsFd, timeout: Option<Duration>) -> io::Result<()
 
 fn wait(fd: RawFd, interest: Interest, timeout: Option<Duration>) -> io::Result<()> {
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // A task bound to a ring's Processer waits through a poll entry.
+    if let Some(r) = ring_poll(fd, interest == Interest::Write, deadline) {
+        return r;
+    }
     // A descriptor that is always ready must not keep the thread either.
     coop::spend();
     wait_once(fd, interest, deadline, true)

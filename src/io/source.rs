@@ -28,7 +28,7 @@
 //! its thread from the other tasks.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -37,7 +37,8 @@ use std::time::{Duration, Instant};
 
 use super::coop;
 use crate::runtime::io::{
-    poll_fd, ring_recv, stream_op, Interest, RecvPath, RecvSlot, Registration, StreamOp,
+    poll_fd, ring_accept, ring_recv, ring_recv_from, ring_send_to, stream_op, vectored_op,
+    Interest, RecvPath, RecvSlot, Registration, StreamOp, VectoredOp,
 };
 
 /// A timeout kept in an atomic: nanoseconds, 0 meaning none.
@@ -364,15 +365,42 @@ impl<T: AsFd> Source<T> {
         self.ring_recv(buf, true)
     }
 
-    /// [`ring_read`](Self::ring_read) for a vectored read, into its first
-    /// non-empty buffer, only when the socket has a multishot receive.
+    /// [`ring_read`](Self::ring_read) for a vectored read: through the
+    /// socket's multishot receive, into its first non-empty buffer, when
+    /// it has one or may arm one; else a single-shot `recvmsg` into all the
+    /// buffers when the driver serves it; `None`: take the readiness path.
     pub(crate) fn ring_read_vectored(
         &self,
         bufs: &mut [io::IoSliceMut<'_>],
     ) -> Option<io::Result<usize>> {
-        self.recv.get()?;
-        let first = bufs.iter_mut().find(|b| !b.is_empty())?;
-        self.ring_recv(first, false)
+        let first = bufs.iter().position(|b| !b.is_empty())?;
+        let nonblocking = self.is_nonblocking();
+        if nonblocking && self.recv.get().is_none() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Read);
+        match ring_recv(&self.recv, fd, &mut bufs[first], false, nonblocking, t) {
+            RecvPath::Done(r) => Some(r.map_err(expired)),
+            RecvPath::Readiness => None,
+            RecvPath::SingleShot => {
+                vectored_op(fd, VectoredOp::Recv(bufs), t).map(|r| r.map_err(expired))
+            }
+        }
+    }
+
+    /// [`ring_read`](Self::ring_read) for a vectored stream write (a
+    /// single-shot `sendmsg`), when some buffer is not empty.
+    pub(crate) fn ring_write_vectored(
+        &self,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Option<io::Result<usize>> {
+        if bufs.iter().all(|b| b.is_empty()) || self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Write);
+        vectored_op(fd, VectoredOp::Send(bufs), t).map(|r| r.map_err(expired))
     }
 
     /// [`ring_read`](Self::ring_read) for a stream write.
@@ -383,6 +411,58 @@ impl<T: AsFd> Source<T> {
         let fd = self.get_ref().as_fd().as_raw_fd();
         let t = self.timeout(Interest::Write);
         stream_op(fd, StreamOp::Send(buf), t).map(|r| r.map_err(expired))
+    }
+
+    /// An accept on this listening socket through the running task's
+    /// io_uring, waiting at most `timeout` (expired: `WouldBlock`, as for a
+    /// read), with the peer's address when `want_addr`; the new descriptor
+    /// is close-on-exec and non-blocking. `None`: take the readiness path
+    /// (the listener is in non-blocking mode, or the driver does not serve
+    /// the running task: `runtime/io/uring.rs`, "Who uses a ring").
+    pub(crate) fn ring_accept(
+        &self,
+        want_addr: bool,
+        timeout: Option<Duration>,
+    ) -> Option<io::Result<(OwnedFd, Option<socket2::SockAddr>)>> {
+        if self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        ring_accept(fd, want_addr, timeout).map(|r| r.map_err(expired))
+    }
+
+    /// A datagram receive (a peek with `peek`) through the running task's
+    /// io_uring, with the read timeout (expired: `WouldBlock`), and the
+    /// sender's address. `None`: take the readiness path (non-blocking
+    /// mode, or the driver does not serve the running task).
+    pub(crate) fn ring_recv_from(
+        &self,
+        buf: &mut [u8],
+        peek: bool,
+    ) -> Option<io::Result<(usize, socket2::SockAddr)>> {
+        if self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Read);
+        ring_recv_from(fd, buf, peek, t).map(|r| r.map_err(expired))
+    }
+
+    /// A datagram send to `addr` (`None`: the connected peer) through the
+    /// running task's io_uring, with the write timeout (expired:
+    /// `WouldBlock`). `None`: take the readiness path, as for
+    /// [`ring_recv_from`](Self::ring_recv_from).
+    pub(crate) fn ring_send_to(
+        &self,
+        buf: &[u8],
+        addr: Option<&socket2::SockAddr>,
+    ) -> Option<io::Result<usize>> {
+        if self.is_nonblocking() {
+            return None;
+        }
+        let fd = self.get_ref().as_fd().as_raw_fd();
+        let t = self.timeout(Interest::Write);
+        ring_send_to(fd, buf, addr, t).map(|r| r.map_err(expired))
     }
 
     /// Waits once for `interest` (a non-blocking connect's completion); an

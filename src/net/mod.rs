@@ -272,6 +272,9 @@ macro_rules! stream_impls {
             }
 
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                if let Some(r) = self.inner.ring_write_vectored(bufs) {
+                    return r;
+                }
                 let want = bufs.iter().map(|b| b.len()).sum();
                 self.inner
                     .stream_io($crate::runtime::io::Interest::Write, want, |mut s| {

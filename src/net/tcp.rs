@@ -2,12 +2,13 @@
 
 use std::io;
 use std::net::{self as stdnet, Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::io::source::Source;
-use crate::runtime::io::Interest;
+use crate::runtime::io::{ring_connect, Interest};
 
 use super::{each_addr, AcceptBackoff};
 
@@ -78,7 +79,15 @@ impl TcpListener {
     /// at full speed while the connection waits in the queue. A listener in
     /// [non-blocking mode](Self::set_nonblocking) never pauses.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let r = self.inner.io_timeout(Interest::Read, None, |l| l.accept());
+        let r = match self.inner.ring_accept(true, None) {
+            Some(r) => r.and_then(|(fd, a)| {
+                let a = a.and_then(|a| a.as_socket()).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidData, "accept gave no IP address")
+                })?;
+                Ok((stdnet::TcpStream::from(fd), a))
+            }),
+            None => self.inner.io_timeout(Interest::Read, None, |l| l.accept()),
+        };
         let (s, a) = self.backoff.after(r, self.inner.is_nonblocking())?;
         Ok((
             TcpStream {
@@ -199,7 +208,14 @@ impl TcpStream {
             Type::STREAM.cloexec().nonblocking(),
             Some(Protocol::TCP),
         )?;
-        match s.connect(&(*addr).into()) {
+        let to: socket2::SockAddr = (*addr).into();
+        if let Some(r) = ring_connect(s.as_raw_fd(), &to, timeout) {
+            r?;
+            return Ok(TcpStream {
+                inner: Source::new(s.into())?,
+            });
+        }
+        match s.connect(&to) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(e),

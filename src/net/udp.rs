@@ -27,11 +27,27 @@ impl UdpSocket {
 
     /// Receives one datagram and the address it came from.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        if let Some(r) = self.inner.ring_recv_from(buf, false) {
+            return r.and_then(|(n, a)| {
+                let a = a.as_socket().ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidData, "a datagram with no IP address")
+                })?;
+                Ok((n, a))
+            });
+        }
         self.inner.io(Interest::Read, |s| s.recv_from(buf))
     }
 
     /// Receives one datagram without taking it off the queue.
     pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        if let Some(r) = self.inner.ring_recv_from(buf, true) {
+            return r.and_then(|(n, a)| {
+                let a = a.as_socket().ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidData, "a datagram with no IP address")
+                })?;
+                Ok((n, a))
+            });
+        }
         self.inner.io(Interest::Read, |s| s.peek_from(buf))
     }
 
@@ -40,6 +56,9 @@ impl UdpSocket {
         let a = addr.to_socket_addrs()?.next().ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "no addresses to send data to")
         })?;
+        if let Some(r) = self.inner.ring_send_to(buf, Some(&a.into())) {
+            return r;
+        }
         self.inner.io(Interest::Write, |s| s.send_to(buf, a))
     }
 
@@ -50,17 +69,26 @@ impl UdpSocket {
 
     /// Sends to the connected address.
     pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(r) = self.inner.ring_send_to(buf, None) {
+            return r;
+        }
         self.inner.io(Interest::Write, |s| s.send(buf))
     }
 
     /// Receives from the connected address.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(r) = self.inner.ring_recv_from(buf, false) {
+            return r.map(|(n, _)| n);
+        }
         self.inner.io(Interest::Read, |s| s.recv(buf))
     }
 
     /// Receives from the connected address without taking the datagram off
     /// the queue.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(r) = self.inner.ring_recv_from(buf, true) {
+            return r.map(|(n, _)| n);
+        }
         self.inner.io(Interest::Read, |s| s.peek(buf))
     }
 

@@ -42,7 +42,17 @@ impl UnixListener {
     /// Out of descriptors or memory, the error comes back after a pause,
     /// as [`TcpListener::accept`](crate::net::TcpListener::accept)'s does.
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
-        let r = self.inner.io(Interest::Read, |l| l.accept());
+        let ring = self
+            .inner
+            .ring_accept(false, self.inner.timeout(Interest::Read));
+        let r = match ring {
+            Some(r) => r.and_then(|(fd, _)| {
+                let s = stdunix::UnixStream::from(fd);
+                let a = s.peer_addr()?;
+                Ok((s, a))
+            }),
+            None => self.inner.io(Interest::Read, |l| l.accept()),
+        };
         let (s, a) = self.backoff.after(r, self.inner.is_nonblocking())?;
         Ok((
             UnixStream {

@@ -19,5 +19,9 @@ pub(crate) mod uring_recv;
 
 pub(crate) use reactor::{poll_fd, wait_once, Poller, Reactor, Registration, BUSY_POLL};
 pub(crate) use readiness::Interest;
-pub(crate) use uring::{probe as uring_probe, stream_op, Ring, RingWaker, StreamOp};
+pub(crate) use uring::{
+    accept as ring_accept, connect as ring_connect, poll as ring_poll, probe as uring_probe,
+    recv_from as ring_recv_from, send_to as ring_send_to, stream_op, vectored_op, Ring, RingWaker,
+    StreamOp, VectoredOp,
+};
 pub(crate) use uring_recv::{recv as ring_recv, RecvPath, RecvSlot};

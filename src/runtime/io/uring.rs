@@ -1,19 +1,36 @@
 //! The io_uring driver ([`IoDriver::Uring`](crate::IoDriver::Uring)): one
-//! ring per core Processer, through which the stream reads and writes of
-//! the tasks bound to it complete.
+//! ring per core Processer, through which the socket operations of the
+//! tasks bound to it complete.
 //!
 //! # Who uses a ring
 //!
-//! A stream read (`recv`) or write (`send`) of a gofer socket, made by a
-//! task whose pin is the core Processer it runs on (every started task is
-//! bound to its Processer unless it opted in to migration: see
+//! A task whose pin is the core Processer it runs on (every started task
+//! is bound to its Processer unless it opted in to migration: see
 //! ARCHITECTURE.md, "A started task stays on its thread"), on a scheduler
-//! built with the uring driver. Everything else keeps the readiness path of
-//! `source.rs` and the epoll reactor: accept, connect, datagrams, vectored
-//! IO, sockets in non-blocking mode, plain threads, tasks on a `block_on`
-//! caller or an extra Processer (they may leave for good and nobody would
-//! reap their ring), migratable tasks (their ring would be another
-//! thread's), and the `hooks` feature's calls.
+//! built with the uring driver, for these operations (one single-shot
+//! entry each, all with the state machine below):
+//!
+//! - a stream read (`RECV`, or the multishot receive of `uring_recv.rs`)
+//!   or write (`SEND`) of a gofer TCP or Unix stream, and its vectored
+//!   read and write (`RECVMSG`, `SENDMSG`; a vectored read on a socket
+//!   with a multishot receive takes from it into its first buffer);
+//! - `accept` of a gofer TCP or Unix listener (`ACCEPT`, the new
+//!   descriptor made close-on-exec and non-blocking by the kernel; a Unix
+//!   peer's address is then read with `getpeername`);
+//! - `connect` of a gofer TCP stream (`CONNECT`, the address borrowed by
+//!   the entry for the wait);
+//! - the datagrams of a gofer UDP socket: `recv_from`, `peek_from`,
+//!   `recv`, `peek` (`RECVMSG`) and `send_to`, `send` (`SENDMSG`), the
+//!   `msghdr`, its `iovec` and the address in the waiting frame;
+//! - `gofer::io::wait_readable` and `wait_writable` (`POLL_ADD`).
+//!
+//! Everything else keeps the readiness path of `source.rs` and the epoll
+//! reactor: Unix datagrams, a Unix stream's connect (it completes at
+//! once), sockets and listeners in non-blocking mode (`WouldBlock` stays
+//! theirs), plain threads, tasks on a `block_on` caller or an extra
+//! Processer (they may leave for good and nobody would reap their ring),
+//! migratable tasks (their ring would be another thread's), and the
+//! `hooks` feature's calls.
 //!
 //! The ring is made at the first such operation on its Processer, and its
 //! descriptor registered with the scheduler's epoll reactor (a ring is
@@ -35,11 +52,11 @@
 //!
 //! # An operation's states (the in-flight state machine)
 //!
-//! The slot ([`OpSlot`]) lives in the waiting task's frame, beside the
-//! buffer the kernel reads or writes; its address is the entry's
-//! `user_data`. The kernel may touch the buffer, and the Processer will
-//! write the slot, until the completion is reaped: so the frame must not
-//! be left before.
+//! The slot ([`OpSlot`]) lives in the waiting task's frame, beside what
+//! the kernel reads or writes (the buffer, an address, a `msghdr`); its
+//! address is the entry's `user_data` (`run`). The kernel may touch
+//! those, and the Processer will write the slot, until the completion is
+//! reaped: so the frame must not be left before.
 //!
 //! ```text
 //!  state       slot.res  moved on by
@@ -156,6 +173,11 @@ fn probe_here() -> Result<(), String> {
         (opcode::Recv::CODE, "IORING_OP_RECV"),
         (opcode::Send::CODE, "IORING_OP_SEND"),
         (opcode::AsyncCancel::CODE, "IORING_OP_ASYNC_CANCEL"),
+        (opcode::Accept::CODE, "IORING_OP_ACCEPT"),
+        (opcode::Connect::CODE, "IORING_OP_CONNECT"),
+        (opcode::PollAdd::CODE, "IORING_OP_POLL_ADD"),
+        (opcode::RecvMsg::CODE, "IORING_OP_RECVMSG"),
+        (opcode::SendMsg::CODE, "IORING_OP_SENDMSG"),
     ] {
         if !probe.is_supported(code) {
             return Err(format!("the kernel's io_uring lacks {name}"));
@@ -533,6 +555,232 @@ pub(crate) fn stream_op(
     op: StreamOp<'_>,
     timeout: Option<Duration>,
 ) -> Option<io::Result<usize>> {
+    let (entry, on) = match op {
+        StreamOp::Recv(buf) => (
+            opcode::Recv::new(types::Fd(fd), buf.as_mut_ptr(), clamp_len(buf.len())).build(),
+            WaitOn::Readable(fd),
+        ),
+        StreamOp::Send(buf) => (
+            opcode::Send::new(types::Fd(fd), buf.as_ptr(), clamp_len(buf.len()))
+                .flags(libc::MSG_NOSIGNAL)
+                .build(),
+            WaitOn::Writable(fd),
+        ),
+    };
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: the buffer is borrowed for this call, which `run` outlasts.
+    let r = unsafe { run(entry, on, deadline) }?;
+    Some(r.map(|n| n as usize))
+}
+
+/// A vectored stream operation for the ring.
+pub(crate) enum VectoredOp<'a, 'b> {
+    /// `recvmsg` into the buffers, in order.
+    Recv(&'a mut [io::IoSliceMut<'b>]),
+    /// `sendmsg` from the buffers, in order (with `MSG_NOSIGNAL`).
+    Send(&'a [io::IoSlice<'b>]),
+}
+
+/// The most buffers one vectored operation takes (`UIO_MAXIOV`); std's
+/// `readv`/`writev` use as many and leave the rest for the next call.
+const MAX_IOV: usize = 1024;
+
+/// [`stream_op`] for vectored reads and writes (`IORING_OP_RECVMSG` and
+/// `SENDMSG`, the `msghdr` in this frame and the `iovec`s those of the
+/// caller's slices).
+pub(crate) fn vectored_op(
+    fd: RawFd,
+    op: VectoredOp<'_, '_>,
+    timeout: Option<Duration>,
+) -> Option<io::Result<usize>> {
+    // SAFETY: msghdr is plain data, valid zeroed.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSlice and IoSliceMut are ABI-compatible with iovec on Unix (std's
+    // guarantee).
+    let (entry, on) = match op {
+        VectoredOp::Recv(bufs) => {
+            msg.msg_iov = bufs.as_mut_ptr().cast::<libc::iovec>();
+            msg.msg_iovlen = bufs.len().min(MAX_IOV);
+            (
+                opcode::RecvMsg::new(types::Fd(fd), &mut msg).build(),
+                WaitOn::Readable(fd),
+            )
+        }
+        VectoredOp::Send(bufs) => {
+            msg.msg_iov = bufs.as_ptr().cast_mut().cast::<libc::iovec>();
+            msg.msg_iovlen = bufs.len().min(MAX_IOV);
+            (
+                opcode::SendMsg::new(types::Fd(fd), &msg)
+                    .flags(libc::MSG_NOSIGNAL as u32)
+                    .build(),
+                WaitOn::Writable(fd),
+            )
+        }
+    };
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `msg` lives in this frame and the slices are borrowed for
+    // this call, which `run` outlasts; a send's buffers are only read.
+    let r = unsafe { run(entry, on, deadline) }?;
+    Some(r.map(|n| n as usize))
+}
+
+/// Accepts a connection on the listening socket `fd` through the running
+/// task's ring (`IORING_OP_ACCEPT`), the new descriptor made
+/// close-on-exec and non-blocking, as gofer's sockets are; waits at most
+/// `timeout` (its expiry: `TimedOut`). With `want_addr`, the peer's
+/// address comes back too. `None` when the ring may not serve it (module
+/// docs, "Who uses a ring").
+pub(crate) fn accept(
+    fd: RawFd,
+    want_addr: bool,
+    timeout: Option<Duration>,
+) -> Option<io::Result<(OwnedFd, Option<socket2::SockAddr>)>> {
+    // SAFETY: sockaddr_storage is plain data, valid when zeroed.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let (addr, lenp) = if want_addr {
+        (
+            (&mut storage as *mut libc::sockaddr_storage).cast::<libc::sockaddr>(),
+            &mut len as *mut libc::socklen_t,
+        )
+    } else {
+        (std::ptr::null_mut(), std::ptr::null_mut())
+    };
+    let entry = opcode::Accept::new(types::Fd(fd), addr, lenp)
+        .flags(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
+        .build();
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `storage` and `len` live in this frame, which `run` outlasts.
+    let r = unsafe { run(entry, WaitOn::Readable(fd), deadline) }?;
+    Some(r.map(|n| {
+        // SAFETY: a completed accept's result is the new descriptor, ours.
+        let s = unsafe { OwnedFd::from_raw_fd(n) };
+        // SAFETY: the kernel wrote an address of `len` bytes in `storage`.
+        let a = want_addr.then(|| unsafe { socket2::SockAddr::new(storage, len) });
+        (s, a)
+    }))
+}
+
+/// Connects the socket `fd` to `addr` through the running task's ring
+/// (`IORING_OP_CONNECT`), waiting at most `timeout` (its expiry:
+/// `TimedOut`, as std's `connect_timeout` says). `None` when the ring may
+/// not serve it (module docs, "Who uses a ring").
+pub(crate) fn connect(
+    fd: RawFd,
+    addr: &socket2::SockAddr,
+    timeout: Option<Duration>,
+) -> Option<io::Result<()>> {
+    let entry = opcode::Connect::new(types::Fd(fd), addr.as_ptr(), addr.len()).build();
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `addr` is borrowed for this call, which `run` outlasts.
+    let r = unsafe { run(entry, WaitOn::Writable(fd), deadline) }?;
+    Some(r.map(|_| ()))
+}
+
+/// Receives one datagram on `fd` through the running task's ring
+/// (`IORING_OP_RECVMSG`, with `MSG_PEEK` when `peek`), and its sender's
+/// address; waits at most `timeout` (its expiry: `TimedOut`). A datagram
+/// longer than `buf` is cut to it, as `recvfrom` does. `None` when the
+/// ring may not serve it (module docs, "Who uses a ring").
+pub(crate) fn recv_from(
+    fd: RawFd,
+    buf: &mut [u8],
+    peek: bool,
+    timeout: Option<Duration>,
+) -> Option<io::Result<(usize, socket2::SockAddr)>> {
+    // SAFETY: sockaddr_storage and msghdr are plain data, valid zeroed.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: as above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut storage as *mut libc::sockaddr_storage).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    let flags = if peek { libc::MSG_PEEK as u32 } else { 0 };
+    let entry = opcode::RecvMsg::new(types::Fd(fd), &mut msg)
+        .flags(flags)
+        .build();
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `msg`, `iov` and `storage` live in this frame and `buf` is
+    // borrowed for this call, which `run` outlasts.
+    let r = unsafe { run(entry, WaitOn::Readable(fd), deadline) }?;
+    Some(r.map(|n| {
+        // SAFETY: the kernel wrote an address of `msg_namelen` bytes in
+        // `storage`.
+        let a = unsafe { socket2::SockAddr::new(storage, msg.msg_namelen) };
+        (n as usize, a)
+    }))
+}
+
+/// Sends `buf` as one datagram to `addr` (`None`: the connected peer) on
+/// `fd` through the running task's ring (`IORING_OP_SENDMSG`), waiting at
+/// most `timeout` (its expiry: `TimedOut`). `None` when the ring may not
+/// serve it (module docs, "Who uses a ring").
+pub(crate) fn send_to(
+    fd: RawFd,
+    buf: &[u8],
+    addr: Option<&socket2::SockAddr>,
+    timeout: Option<Duration>,
+) -> Option<io::Result<usize>> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr().cast_mut().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data, valid zeroed.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    if let Some(a) = addr {
+        msg.msg_name = a.as_ptr().cast_mut().cast();
+        msg.msg_namelen = a.len();
+    }
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    let entry = opcode::SendMsg::new(types::Fd(fd), &msg)
+        .flags(libc::MSG_NOSIGNAL as u32)
+        .build();
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // SAFETY: `msg` and `iov` live in this frame, and `buf` and `addr` are
+    // borrowed for this call, which `run` outlasts; the kernel only reads
+    // through the pointers made mutable for the C struct.
+    let r = unsafe { run(entry, WaitOn::Writable(fd), deadline) }?;
+    Some(r.map(|n| n as usize))
+}
+
+/// Waits until `fd` is readable (`write` false) or writable, or has an
+/// error or a hang-up, through the running task's ring
+/// (`IORING_OP_POLL_ADD`, single-shot), until `deadline` (its expiry:
+/// `TimedOut`). `None` when the ring may not serve it (module docs, "Who
+/// uses a ring").
+pub(crate) fn poll(fd: RawFd, write: bool, deadline: Option<Instant>) -> Option<io::Result<()>> {
+    let (mask, on) = if write {
+        (libc::POLLOUT, WaitOn::Writable(fd))
+    } else {
+        (libc::POLLIN, WaitOn::Readable(fd))
+    };
+    let entry = opcode::PollAdd::new(types::Fd(fd), mask as u32).build();
+    // SAFETY: a poll entry points at nothing of ours.
+    let r = unsafe { run(entry, on, deadline) }?;
+    Some(r.map(|_| ()))
+}
+
+/// Runs `entry` (its `user_data` is set here) through the running task's
+/// ring and waits for its completion (until `deadline`, whose expiry is
+/// `TimedOut`): the result, a negative one as the error it names. `None`
+/// when the ring may not serve it (module docs, "Who uses a ring"):
+/// nothing was queued. A cancelled task unwinds from the wait once the
+/// operation is DONE.
+///
+/// # Safety
+/// Whatever `entry` points at stays valid and unmoved until this returns
+/// or unwinds (it does so only from DONE).
+unsafe fn run(
+    entry: squeue::Entry,
+    on: WaitOn,
+    deadline: Option<Instant>,
+) -> Option<io::Result<i32>> {
     let h = context::current_task_ptr()?;
     // SAFETY: the running task's header is alive while it runs.
     if unsafe { &*h }.shared.config.io_driver != crate::IoDriver::Uring {
@@ -547,29 +795,16 @@ pub(crate) fn stream_op(
         _pin: PhantomPinned,
     });
     let data = &*slot as *const OpSlot as u64;
-    let (entry, on) = match op {
-        StreamOp::Recv(buf) => (
-            opcode::Recv::new(types::Fd(fd), buf.as_mut_ptr(), clamp_len(buf.len())).build(),
-            WaitOn::Readable(fd),
-        ),
-        StreamOp::Send(buf) => (
-            opcode::Send::new(types::Fd(fd), buf.as_ptr(), clamp_len(buf.len()))
-                .flags(libc::MSG_NOSIGNAL)
-                .build(),
-            WaitOn::Writable(fd),
-        ),
-    };
-    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-    // SAFETY: the buffer is borrowed for this call and the slot is pinned
-    // in this frame; `wait` returns (or unwinds) only once the operation is
-    // DONE, its completion reaped.
+    // SAFETY: what the entry points at is the caller's to keep (contract),
+    // and the slot is pinned in this frame; `wait` returns (or unwinds)
+    // only once the operation is DONE, its completion reaped.
     match unsafe { queue_here(&task, &entry.user_data(data)) } {
         Queued::NotHere => return None,
         Queued::Failed(e) => return Some(Err(e)),
         Queued::Yes => {}
     }
     Some(match wait(&task, &slot, deadline, on) {
-        Ok(n) if n >= 0 => Ok(n as usize),
+        Ok(n) if n >= 0 => Ok(n),
         Ok(n) => Err(io::Error::from_raw_os_error(-n)),
         Err(TimedOut) => Err(io::ErrorKind::TimedOut.into()),
     })
