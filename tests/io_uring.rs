@@ -12,7 +12,13 @@ use std::net::{Shutdown, SocketAddr};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::in_child;
+/// Runs a scenario in a child under a watchdog ([`common::in_child`]),
+/// never in chaos mode (`GOFER_CHAOS_MIGRATE`): a ring serves only tasks
+/// bound to its Processer and chaos mode binds none, so these scenarios,
+/// which check that a ring carried the IO, would test nothing there.
+fn in_child(test: &str, body: impl FnOnce()) {
+    common::in_child_with_env(test, &[("GOFER_CHAOS_MIGRATE", None)], body)
+}
 use gofer::net::{TcpListener, TcpStream};
 use gofer::{ConfigError, IoDriver, Scheduler};
 use net_common::{raise_nofile_limit, recv, wait_parked};

@@ -154,12 +154,18 @@ pub const IN_CHILD_LIMIT: Duration = Duration::from_secs(60);
 /// finished, succeeded and printed its end marker. What the child printed
 /// from `figure:` on is passed on.
 pub fn in_child(test: &str, body: impl FnOnce()) {
+    in_child_with_env(test, &[], body)
+}
+
+/// [`in_child`], with the extra environment `env` for the child (a `None`
+/// value removes the variable).
+pub fn in_child_with_env(test: &str, env: &[(&str, Option<&str>)], body: impl FnOnce()) {
     if child_scenario().as_deref() == Some(test) {
         body();
         println!("CHILD-OK {test}");
         return;
     }
-    let out = run_child_watched(test, test, &[], IN_CHILD_LIMIT)
+    let out = run_child_watched(test, test, env, IN_CHILD_LIMIT)
         .unwrap_or_else(|| panic!("{test} hung: the child was killed after {IN_CHILD_LIMIT:?}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
