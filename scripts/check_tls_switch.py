@@ -110,9 +110,6 @@ SKIP_EDGES_DEFAULT = (
      "unlocking a std RwLock only wakes"),
     ("std::sys::random::linux::getrandom", "close",
      "std's /dev/urandom fallback closes a regular file, which the hooks pass to libc"),
-    ("gofer::runtime::io::epoll::Epoll::wake", "write",
-     "the reactor's wake-up writes its eventfd, neither a socket nor a pipe, "
-     "which the hooks pass to libc"),
     ("crossbeam_epoch::default::default_collector",
      "crossbeam_epoch::sync::once_lock::OnceLock<T>::initialize",
      "crossbeam's collector is made once per process; SchedulerBuilder::build "

@@ -154,7 +154,7 @@ mod owned;
 #[cfg(feature = "hooks")]
 mod poll;
 #[cfg(feature = "hooks")]
-mod real;
+pub(crate) mod real;
 #[cfg(feature = "hooks")]
 mod sleep;
 #[cfg(feature = "hooks")]

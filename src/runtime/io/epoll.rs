@@ -166,18 +166,16 @@ impl Epoll {
 
     /// Makes a wait in progress (or the next one) return.
     ///
-    /// Never inlined, so that `scripts/check_tls_switch.py` sees its `write`
-    /// as this function's: under the `hooks` feature that `write` is the
-    /// hook, which passes an eventfd (neither a socket nor a pipe) straight
-    /// to libc, so it never switches the task out, and the script is told
-    /// so (`SKIP_EDGES_DEFAULT`). Pushes made under a thread-local borrow
-    /// (`route.rs`, `with_table`) reach it.
-    #[inline(never)]
+    /// Pushes made under a thread-local borrow (`route.rs`, `with_table`)
+    /// reach it, so nothing here may switch the task out: the eventfd is
+    /// written with libc's own `write`, past the `hooks` feature's (which
+    /// would pass the eventfd through anyway, but whose code can switch,
+    /// and `scripts/check_tls_switch.py` follows every path it inlines).
     pub(crate) fn wake(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to our eventfd. A full
         // counter (EAGAIN) already means "wake", so the result is ignored.
-        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        unsafe { libc_write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
     }
 
     /// Clears pending wake-ups (after a wait reported the eventfd).
@@ -185,6 +183,34 @@ impl Epoll {
         let mut v: u64 = 0;
         // SAFETY: reads 8 bytes into a live u64 from our non-blocking
         // eventfd; EAGAIN (nothing pending) is fine.
-        unsafe { libc::read(self.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        unsafe { libc_read(self.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
     }
+}
+
+/// libc's `write`, never the `hooks` feature's: for the runtime's own
+/// eventfd.
+///
+/// # Safety
+/// `write(2)`'s contract.
+unsafe fn libc_write(fd: libc::c_int, buf: *const libc::c_void, n: usize) -> isize {
+    #[cfg(feature = "hooks")]
+    // SAFETY: the caller keeps `write`'s contract.
+    return unsafe { crate::hooks::real::write(fd, buf, n) };
+    #[cfg(not(feature = "hooks"))]
+    // SAFETY: the caller keeps `write`'s contract.
+    return unsafe { libc::write(fd, buf, n) };
+}
+
+/// libc's `read`, never the `hooks` feature's: for the runtime's own
+/// eventfd.
+///
+/// # Safety
+/// `read(2)`'s contract.
+unsafe fn libc_read(fd: libc::c_int, buf: *mut libc::c_void, n: usize) -> isize {
+    #[cfg(feature = "hooks")]
+    // SAFETY: the caller keeps `read`'s contract.
+    return unsafe { crate::hooks::real::read(fd, buf, n) };
+    #[cfg(not(feature = "hooks"))]
+    // SAFETY: the caller keeps `read`'s contract.
+    return unsafe { libc::read(fd, buf, n) };
 }
