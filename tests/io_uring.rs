@@ -23,6 +23,27 @@ use gofer::net::{TcpListener, TcpStream};
 use gofer::{ConfigError, IoDriver, Scheduler};
 use net_common::{raise_nofile_limit, recv, wait_parked};
 
+/// Runs the task `make` gives for each driver (so each run has its own
+/// sockets) on a one-thread scheduler on epoll, then on io_uring; their
+/// results, epoll's first.
+fn on_both_drivers<T, F>(mut make: impl FnMut(IoDriver) -> F) -> [T; 2]
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    [IoDriver::Epoll, IoDriver::Uring].map(|d| {
+        let s = Scheduler::builder()
+            .min_threads(1)
+            .max_threads(1)
+            .io_driver(d)
+            .build()
+            .expect("scheduler");
+        let out = s.spawn(make(d)).join().expect("the task");
+        s.shutdown();
+        out
+    })
+}
+
 fn uring_sched(name: &str, threads: usize) -> Scheduler {
     Scheduler::builder()
         .min_threads(threads)
@@ -223,33 +244,19 @@ fn a_ring_read_sees_the_peer_close_as_end_of_stream() {
 #[test]
 fn a_ring_write_to_a_closed_peer_fails_as_on_epoll() {
     in_child("a_ring_write_to_a_closed_peer_fails_as_on_epoll", || {
-        let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
-            .into_iter()
-            .map(|d| {
-                let s = Scheduler::builder()
-                    .min_threads(1)
-                    .max_threads(1)
-                    .io_driver(d)
-                    .build()
-                    .expect("scheduler");
-                let (mut stream, peer) = pair();
-                drop(peer);
-                let kind = s
-                    .spawn(move || {
-                        let chunk = [7u8; 1024];
-                        for _ in 0..10_000 {
-                            if let Err(e) = stream.write(&chunk) {
-                                return e.kind();
-                            }
-                        }
-                        panic!("writes to a closed peer kept succeeding");
-                    })
-                    .join()
-                    .expect("writer");
-                s.shutdown();
-                kind
-            })
-            .collect();
+        let kinds = on_both_drivers(|_| {
+            let (mut stream, peer) = pair();
+            drop(peer);
+            move || {
+                let chunk = [7u8; 1024];
+                for _ in 0..10_000 {
+                    if let Err(e) = stream.write(&chunk) {
+                        return e.kind();
+                    }
+                }
+                panic!("writes to a closed peer kept succeeding");
+            }
+        });
         assert_eq!(kinds[0], kinds[1], "epoll vs uring");
         assert!(
             matches!(kinds[1], ErrorKind::BrokenPipe | ErrorKind::ConnectionReset),
@@ -852,28 +859,16 @@ fn wait_readable_goes_through_a_poll_entry_and_times_out_as_on_epoll() {
         "wait_readable_goes_through_a_poll_entry_and_times_out_as_on_epoll",
         || {
             use std::os::fd::AsRawFd;
-            let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
-                .into_iter()
-                .map(|d| {
-                    let s = Scheduler::builder()
-                        .min_threads(1)
-                        .max_threads(1)
-                        .io_driver(d)
-                        .build()
-                        .expect("scheduler");
-                    let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
-                    let kind = s
-                        .spawn(move || {
-                            gofer::io::wait_readable(&a, Some(Duration::from_millis(30)))
-                                .expect_err("nothing was sent")
-                                .kind()
-                        })
-                        .join()
-                        .expect("waiter");
-                    s.shutdown();
+            let kinds = on_both_drivers(|_| {
+                let (a, b) = std::os::unix::net::UnixStream::pair().expect("pair");
+                move || {
+                    let kind = gofer::io::wait_readable(&a, Some(Duration::from_millis(30)))
+                        .expect_err("nothing was sent")
+                        .kind();
+                    drop(b);
                     kind
-                })
-                .collect();
+                }
+            });
             assert_eq!(kinds[0], kinds[1], "epoll vs uring");
             assert_eq!(kinds[1], ErrorKind::TimedOut);
 
@@ -927,27 +922,13 @@ fn connect_goes_through_the_ring_and_fails_as_on_epoll() {
                 let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
                 l.local_addr().expect("addr")
             };
-            let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
-                .into_iter()
-                .map(|d| {
-                    let s = Scheduler::builder()
-                        .min_threads(1)
-                        .max_threads(1)
-                        .io_driver(d)
-                        .build()
-                        .expect("scheduler");
-                    let kind = s
-                        .spawn(move || {
-                            TcpStream::connect_timeout(&closed, Duration::from_secs(5))
-                                .expect_err("nobody listens")
-                                .kind()
-                        })
-                        .join()
-                        .expect("connector");
-                    s.shutdown();
-                    kind
-                })
-                .collect();
+            let kinds = on_both_drivers(|_| {
+                move || {
+                    TcpStream::connect_timeout(&closed, Duration::from_secs(5))
+                        .expect_err("nobody listens")
+                        .kind()
+                }
+            });
             assert_eq!(kinds[0], kinds[1], "epoll vs uring");
             assert_eq!(kinds[1], ErrorKind::ConnectionRefused);
 
@@ -992,30 +973,17 @@ fn a_ring_connect_times_out_as_on_epoll() {
             }
         };
         assert!(stuck, "the accept queue never filled");
-        let kinds: Vec<ErrorKind> = [IoDriver::Epoll, IoDriver::Uring]
-            .into_iter()
-            .map(|d| {
-                let s = Scheduler::builder()
-                    .min_threads(1)
-                    .max_threads(1)
-                    .io_driver(d)
-                    .build()
-                    .expect("scheduler");
-                let kind = s
-                    .spawn(move || {
-                        TcpStream::connect_timeout(&addr, Duration::from_millis(100))
-                            .expect_err("the queue is full")
-                            .kind()
-                    })
-                    .join()
-                    .expect("connector");
+        let kinds = on_both_drivers(|d| {
+            move || {
+                let kind = TcpStream::connect_timeout(&addr, Duration::from_millis(100))
+                    .expect_err("the queue is full")
+                    .kind();
                 if d == IoDriver::Uring {
                     assert!(rings_open() >= 1, "the connect did not go through a ring");
                 }
-                s.shutdown();
                 kind
-            })
-            .collect();
+            }
+        });
         assert_eq!(kinds[0], kinds[1], "epoll vs uring");
         assert_eq!(kinds[1], ErrorKind::TimedOut);
     });
