@@ -506,6 +506,9 @@ impl SchedulerBuilder {
             io::choice::URING_AHEAD,
             io::choice::probe_once,
         )?;
+        if io_driver == IoDriver::Uring {
+            io::uring::note_driver_built();
+        }
         Ok(Config {
             min_threads: min,
             max_threads: max,

@@ -114,6 +114,7 @@ use std::marker::PhantomPinned;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -545,6 +546,36 @@ pub(crate) enum StreamOp<'a> {
     Send(&'a [u8]),
 }
 
+/// Whether a scheduler with the io_uring driver was ever built in this
+/// process. Until one is, every entry point here returns at once, before it
+/// looks at the running task, builds an entry or reads the clock: the
+/// epoll driver's socket operations pay one load for the ring.
+static DRIVER_BUILT: AtomicBool = AtomicBool::new(false);
+
+/// Records that a scheduler with the io_uring driver is being built (by
+/// `SchedulerBuilder::build`, before any of its tasks exists: a task sees
+/// the store through the hand-off that started it).
+pub(crate) fn note_driver_built() {
+    DRIVER_BUILT.store(true, Ordering::Relaxed);
+}
+
+/// Whether [`note_driver_built`] ran.
+pub(crate) fn driver_built() -> bool {
+    DRIVER_BUILT.load(Ordering::Relaxed)
+}
+
+/// The running task's header, if it is a task of a scheduler with the
+/// io_uring driver (whether its Processer's ring may serve it is
+/// `ProcLocal::ring_for`'s question, asked when the entry is queued).
+fn ring_task() -> Option<*const TaskHeader> {
+    if !driver_built() {
+        return None;
+    }
+    let h = context::current_task_ptr()?;
+    // SAFETY: the running task's header is alive while it runs.
+    (unsafe { &*h }.shared.config.io_driver == crate::IoDriver::Uring).then_some(h)
+}
+
 /// Runs `op` on `fd` through the running task's ring and waits for it (at
 /// most `timeout`, whose expiry is `TimedOut`); `None` when the ring may
 /// not serve it (module docs, "Who uses a ring"): the caller takes the
@@ -555,6 +586,7 @@ pub(crate) fn stream_op(
     op: StreamOp<'_>,
     timeout: Option<Duration>,
 ) -> Option<io::Result<usize>> {
+    let h = ring_task()?;
     let (entry, on) = match op {
         StreamOp::Recv(buf) => (
             opcode::Recv::new(types::Fd(fd), buf.as_mut_ptr(), clamp_len(buf.len())).build(),
@@ -569,7 +601,7 @@ pub(crate) fn stream_op(
     };
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     // SAFETY: the buffer is borrowed for this call, which `run` outlasts.
-    let r = unsafe { run(entry, on, deadline) }?;
+    let r = unsafe { run(h, entry, on, deadline) }?;
     Some(r.map(|n| n as usize))
 }
 
@@ -593,6 +625,7 @@ pub(crate) fn vectored_op(
     op: VectoredOp<'_, '_>,
     timeout: Option<Duration>,
 ) -> Option<io::Result<usize>> {
+    let h = ring_task()?;
     // SAFETY: msghdr is plain data, valid zeroed.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     // IoSlice and IoSliceMut are ABI-compatible with iovec on Unix (std's
@@ -620,7 +653,7 @@ pub(crate) fn vectored_op(
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     // SAFETY: `msg` lives in this frame and the slices are borrowed for
     // this call, which `run` outlasts; a send's buffers are only read.
-    let r = unsafe { run(entry, on, deadline) }?;
+    let r = unsafe { run(h, entry, on, deadline) }?;
     Some(r.map(|n| n as usize))
 }
 
@@ -635,6 +668,7 @@ pub(crate) fn accept(
     want_addr: bool,
     timeout: Option<Duration>,
 ) -> Option<io::Result<(OwnedFd, Option<socket2::SockAddr>)>> {
+    let h = ring_task()?;
     // SAFETY: sockaddr_storage is plain data, valid when zeroed.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -651,7 +685,7 @@ pub(crate) fn accept(
         .build();
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     // SAFETY: `storage` and `len` live in this frame, which `run` outlasts.
-    let r = unsafe { run(entry, WaitOn::Readable(fd), deadline) }?;
+    let r = unsafe { run(h, entry, WaitOn::Readable(fd), deadline) }?;
     Some(r.map(|n| {
         // SAFETY: a completed accept's result is the new descriptor, ours.
         let s = unsafe { OwnedFd::from_raw_fd(n) };
@@ -670,10 +704,11 @@ pub(crate) fn connect(
     addr: &socket2::SockAddr,
     timeout: Option<Duration>,
 ) -> Option<io::Result<()>> {
+    let h = ring_task()?;
     let entry = opcode::Connect::new(types::Fd(fd), addr.as_ptr(), addr.len()).build();
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     // SAFETY: `addr` is borrowed for this call, which `run` outlasts.
-    let r = unsafe { run(entry, WaitOn::Writable(fd), deadline) }?;
+    let r = unsafe { run(h, entry, WaitOn::Writable(fd), deadline) }?;
     Some(r.map(|_| ()))
 }
 
@@ -688,6 +723,7 @@ pub(crate) fn recv_from(
     peek: bool,
     timeout: Option<Duration>,
 ) -> Option<io::Result<(usize, socket2::SockAddr)>> {
+    let h = ring_task()?;
     // SAFETY: sockaddr_storage and msghdr are plain data, valid zeroed.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut iov = libc::iovec {
@@ -707,7 +743,7 @@ pub(crate) fn recv_from(
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     // SAFETY: `msg`, `iov` and `storage` live in this frame and `buf` is
     // borrowed for this call, which `run` outlasts.
-    let r = unsafe { run(entry, WaitOn::Readable(fd), deadline) }?;
+    let r = unsafe { run(h, entry, WaitOn::Readable(fd), deadline) }?;
     Some(r.map(|n| {
         // SAFETY: the kernel wrote an address of `msg_namelen` bytes in
         // `storage`.
@@ -726,6 +762,7 @@ pub(crate) fn send_to(
     addr: Option<&socket2::SockAddr>,
     timeout: Option<Duration>,
 ) -> Option<io::Result<usize>> {
+    let h = ring_task()?;
     let mut iov = libc::iovec {
         iov_base: buf.as_ptr().cast_mut().cast(),
         iov_len: buf.len(),
@@ -745,7 +782,7 @@ pub(crate) fn send_to(
     // SAFETY: `msg` and `iov` live in this frame, and `buf` and `addr` are
     // borrowed for this call, which `run` outlasts; the kernel only reads
     // through the pointers made mutable for the C struct.
-    let r = unsafe { run(entry, WaitOn::Writable(fd), deadline) }?;
+    let r = unsafe { run(h, entry, WaitOn::Writable(fd), deadline) }?;
     Some(r.map(|n| n as usize))
 }
 
@@ -755,6 +792,7 @@ pub(crate) fn send_to(
 /// `TimedOut`). `None` when the ring may not serve it (module docs, "Who
 /// uses a ring").
 pub(crate) fn poll(fd: RawFd, write: bool, deadline: Option<Instant>) -> Option<io::Result<()>> {
+    let h = ring_task()?;
     let (mask, on) = if write {
         (libc::POLLOUT, WaitOn::Writable(fd))
     } else {
@@ -762,7 +800,7 @@ pub(crate) fn poll(fd: RawFd, write: bool, deadline: Option<Instant>) -> Option<
     };
     let entry = opcode::PollAdd::new(types::Fd(fd), mask as u32).build();
     // SAFETY: a poll entry points at nothing of ours.
-    let r = unsafe { run(entry, on, deadline) }?;
+    let r = unsafe { run(h, entry, on, deadline) }?;
     Some(r.map(|_| ()))
 }
 
@@ -777,17 +815,13 @@ pub(crate) fn poll(fd: RawFd, write: bool, deadline: Option<Instant>) -> Option<
 /// Whatever `entry` points at stays valid and unmoved until this returns
 /// or unwinds (it does so only from DONE).
 unsafe fn run(
+    h: *const TaskHeader,
     entry: squeue::Entry,
     on: WaitOn,
     deadline: Option<Instant>,
 ) -> Option<io::Result<i32>> {
-    let h = context::current_task_ptr()?;
-    // SAFETY: the running task's header is alive while it runs.
-    if unsafe { &*h }.shared.config.io_driver != crate::IoDriver::Uring {
-        return None;
-    }
-    // SAFETY: as above; the pointer came from the Runnable its Processer
-    // holds.
+    // SAFETY: `h` is the running task's header (`ring_task`), alive while
+    // it runs; the pointer came from the Runnable its Processer holds.
     let task = unsafe { TaskRef::clone_from_ptr(h) };
     let slot = pin!(OpSlot {
         task: task.as_ptr(),
