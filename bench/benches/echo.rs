@@ -14,7 +14,9 @@
 //! server's threads for the cores, so a figure measures the pair; the
 //! servers' own CPU time over the measured window (once every connection
 //! is up and the warm-up is over) is printed beside it, and divided by the
-//! round trips counted in that window. Every echoed message is
+//! round trips counted in that window, and so is the client thread's (near
+//! 100 %, the client is the limit: no server can do more round trips than
+//! its one thread drives). Every echoed message is
 //! checked byte for byte. A round trip counts if it started after the
 //! warm-up and ended before the run's end; latency is from the first byte
 //! written to the last byte read.

@@ -73,6 +73,9 @@ pub struct Run {
     /// warm-up to the end of the run): the connecting and the warm-up
     /// before it are not counted.
     pub server_cpu: Duration,
+    /// The client thread's CPU time over the same window: near a whole
+    /// core, the rate is the client's limit, not the server's.
+    pub client_cpu: Duration,
     pub latencies_us: Vec<u32>,
     /// Each connection's mean latency, in µs (connections with a round
     /// trip in the window).
@@ -106,9 +109,12 @@ pub fn client(
         let until = from + duration;
         let window = tokio::spawn(async move {
             tokio::time::sleep_until(from.into()).await;
-            let cpu0 = server_cpu();
+            let (cpu0, own0) = (server_cpu(), thread_cpu());
             tokio::time::sleep_until(until.into()).await;
-            server_cpu().saturating_sub(cpu0)
+            (
+                server_cpu().saturating_sub(cpu0),
+                thread_cpu().saturating_sub(own0),
+            )
         });
         let tasks: Vec<_> = conns
             .into_iter()
@@ -140,6 +146,7 @@ pub fn client(
         let mut run = Run {
             round_trips: 0,
             server_cpu: Duration::ZERO,
+            client_cpu: Duration::ZERO,
             latencies_us: Vec::new(),
             conn_means_us: Vec::new(),
             errors: 0,
@@ -162,9 +169,21 @@ pub fn client(
                 }
             }
         }
-        run.server_cpu = window.await.expect("the CPU window task");
+        (run.server_cpu, run.client_cpu) = window.await.expect("the CPU window task");
         run
     })
+}
+
+/// The calling thread's CPU time (the client runtime runs on one thread:
+/// the window task reads it there).
+fn thread_cpu() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec the caller owns.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// Raises the soft limit on open files to the hard one (a thousand
@@ -193,7 +212,7 @@ pub fn load() -> String {
 /// Prints the table's header.
 pub fn print_header() {
     println!(
-        "{:>11}  {:<6} {:>14} {:>9} {:>9} {:>12} {:>13} {:>7}",
+        "{:>11}  {:<6} {:>14} {:>9} {:>9} {:>12} {:>13} {:>11} {:>7}",
         "connections",
         "server",
         "round trips/s",
@@ -201,6 +220,7 @@ pub fn print_header() {
         "p99",
         "server CPU",
         "CPU/round trip",
+        "client CPU",
         "errors"
     );
 }
@@ -332,10 +352,11 @@ pub fn run_row_with(
     // shared machine, since it does not count the time the server waited.
     let per_trip_us = cpu * 1e6 / rate;
     println!(
-        "{n:>11}  {name:<6} {rate:>14.0} {:>7.3}ms {:>7.3}ms {:>10.0} % {per_trip_us:>11.2}us {:>7}",
+        "{n:>11}  {name:<6} {rate:>14.0} {:>7.3}ms {:>7.3}ms {:>10.0} % {per_trip_us:>11.2}us {:>9.0} % {:>7}",
         q(0.5),
         q(0.99),
         cpu * 100.0,
+        run.client_cpu.as_secs_f64() / duration.as_secs_f64() * 100.0,
         run.errors
     );
     if syscalls {
