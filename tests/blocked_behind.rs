@@ -303,6 +303,15 @@ fn tasks_the_blocking_task_woke_on_its_own_thread_are_counted_behind_it() {
                 "{text}"
             );
             assert!(text.contains("'blocker')] on diag-0: "), "{text}");
+            // Both wait for the blocked thread and no other thread could
+            // run them, so the block starts no extra thread. The Dispatcher
+            // would start one in the cycle that found the block (it runs
+            // every 100 µs to 10 ms while a thread is blocked): give it
+            // fifty block timeouts. (`threads_started` counts the core
+            // thread.)
+            std::thread::sleep(50 * gofer::DEFAULT_BLOCK_TIMEOUT);
+            let st = s.stats();
+            assert_eq!((st.threads, st.threads_started), (1, 1), "{st:?}");
             release.send(()).unwrap();
             a.join().unwrap();
             for w in waiters {

@@ -117,10 +117,14 @@ pub(super) fn deliver_fired(
     }
 }
 
-/// Tasks in `p`'s new and runnable queues and next-task slot: what a rescue
-/// may move (besides fresh tasks placed in its pinned queue).
+/// Tasks in `p`'s new and runnable queues, and a task in its next-task slot
+/// that is not pinned: what a rescue may move (besides fresh tasks placed
+/// in its pinned queue). A pinned task in the slot (a bound task the
+/// blocked task woke on its own thread) stays where it is, so it is no
+/// reason to start a thread.
 pub(super) fn queued_movable(p: &ProcesserShared) -> usize {
-    p.new.len() + p.stealer.len() + usize::from(p.runnext.is_occupied())
+    let next = p.runnext.is_occupied() && p.runnext_movable.load(Ordering::Relaxed);
+    p.new.len() + p.stealer.len() + usize::from(next)
 }
 
 /// Processers that can take rescued work: not blocked, not leaving, and run
