@@ -125,7 +125,7 @@ impl Read for &File {
         unblock(|| (&*f).read(buf))
     }
 
-    /// As [`read`](Self::read), for several buffers.
+    /// As [`read`](Read::read), for several buffers.
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         let f = &self.inner;
         let len = bufs.iter().map(|b| b.len()).sum();
