@@ -75,6 +75,19 @@ struct Args {
     #[arg(long)]
     syscalls: bool,
 
+    /// Runs the server list this many times per connection count, in
+    /// reverse order every other round (so no server always follows the
+    /// same one), then prints each server's medians and their ratios to
+    /// `--baseline`'s. On a shared machine, figures minutes apart move
+    /// more than servers differ: compare medians of interleaved rounds.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+
+    /// The server the medians are compared with: `tokio` if listed, else
+    /// the last one in `--servers`.
+    #[arg(long)]
+    baseline: Option<String>,
+
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -166,26 +179,115 @@ fn main() {
     );
     println!("load average before: {}", load());
     common::print_header();
+    let mut rows: Vec<(usize, &str, common::Row)> = Vec::new();
     for &n in &args.connections {
-        for (name, bin) in &bins {
-            let mut cmd = Command::new(bin);
-            cmd.args([
-                "--addr",
-                "127.0.0.1:0",
-                "--threads",
-                &args.threads.to_string(),
-            ]);
-            cmd.env("GOFER_IO", gofer_io_of(name));
-            common::run_row_with(
-                Server::start(cmd),
-                name,
-                n,
-                args.size,
-                warmup,
-                duration,
-                args.syscalls,
+        for round in 0..args.rounds {
+            let order: Vec<&(String, PathBuf)> = if round % 2 == 0 {
+                bins.iter().collect()
+            } else {
+                bins.iter().rev().collect()
+            };
+            for (name, bin) in order {
+                let mut cmd = Command::new(bin);
+                cmd.args([
+                    "--addr",
+                    "127.0.0.1:0",
+                    "--threads",
+                    &args.threads.to_string(),
+                ]);
+                cmd.env("GOFER_IO", gofer_io_of(name));
+                let row = common::run_row_with(
+                    Server::start(cmd),
+                    name,
+                    n,
+                    args.size,
+                    warmup,
+                    duration,
+                    args.syscalls,
+                );
+                rows.push((n, name, row));
+            }
+        }
+    }
+    if args.rounds > 1 {
+        let baseline = args.baseline.clone().unwrap_or_else(|| {
+            if args.servers.iter().any(|s| s == "tokio") {
+                "tokio".into()
+            } else {
+                args.servers.last().cloned().unwrap_or_default()
+            }
+        });
+        print_medians(&rows, &args.connections, &args.servers, &baseline);
+    }
+    println!("load average after: {}", load());
+}
+
+/// The median of `v` (not empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_unstable_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// Each server's medians over the rounds, per connection count, with the
+/// ratios of its round trips per second and CPU per round trip to
+/// `baseline`'s.
+fn print_medians(
+    rows: &[(usize, &str, common::Row)],
+    connections: &[usize],
+    servers: &[String],
+    baseline: &str,
+) {
+    println!();
+    println!(
+        "medians over the rounds; ratios against {baseline} (round trips/s higher is better, CPU per round trip lower)"
+    );
+    println!(
+        "{:>11}  {:<6} {:>14} {:>9} {:>12} {:>13} {:>11} {:>14} {:>14}",
+        "connections",
+        "server",
+        "round trips/s",
+        "p99",
+        "server CPU",
+        "CPU/round trip",
+        "client CPU",
+        "rate ratio",
+        "CPU ratio"
+    );
+    let of = |n: usize, s: &str, f: fn(&common::Row) -> f64| -> Option<f64> {
+        let v: Vec<f64> = rows
+            .iter()
+            .filter(|(c, name, _)| *c == n && *name == s)
+            .map(|(_, _, r)| f(r))
+            .collect();
+        (!v.is_empty()).then(|| median(v))
+    };
+    for &n in connections {
+        let base_rate = of(n, baseline, |r| r.rate);
+        let base_cpu = of(n, baseline, |r| r.cpu_per_trip_us);
+        for s in servers {
+            let (Some(rate), Some(p99), Some(cpu), Some(per), Some(client)) = (
+                of(n, s, |r| r.rate),
+                of(n, s, |r| r.p99_ms),
+                of(n, s, |r| r.server_cpu),
+                of(n, s, |r| r.cpu_per_trip_us),
+                of(n, s, |r| r.client_cpu),
+            ) else {
+                continue;
+            };
+            let ratio =
+                |a: f64, b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.2} x", a / b));
+            println!(
+                "{n:>11}  {s:<6} {rate:>14.0} {p99:>7.3}ms {:>10.0} % {per:>11.2}us {:>9.0} % {:>14} {:>14}",
+                cpu * 100.0,
+                client * 100.0,
+                ratio(rate, base_rate),
+                ratio(per, base_cpu),
             );
         }
     }
-    println!("load average after: {}", load());
 }

@@ -308,6 +308,21 @@ impl SyscallCount {
 /// latencies (`perf stat` on the tracepoints; they
 /// cost the server some CPU, so the row's CPU figures are not comparable
 /// to a run without them).
+/// One printed row's figures, for a summary over rounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    /// Round trips per second.
+    pub rate: f64,
+    /// Latency percentiles, ms.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// The server's and the client's share of a core.
+    pub server_cpu: f64,
+    pub client_cpu: f64,
+    /// The server's CPU time per round trip, µs.
+    pub cpu_per_trip_us: f64,
+}
+
 pub fn run_row_with(
     server: Server,
     name: &str,
@@ -316,7 +331,7 @@ pub fn run_row_with(
     warmup: Duration,
     duration: Duration,
     syscalls: bool,
-) {
+) -> Row {
     let pid = server.child.id();
     let count = std::sync::Arc::new(SyscallCount {
         pid,
@@ -351,6 +366,14 @@ pub fn run_row_with(
     // The server's CPU time per round trip: steadier than the rate on a
     // shared machine, since it does not count the time the server waited.
     let per_trip_us = cpu * 1e6 / rate;
+    let row = Row {
+        rate,
+        p50_ms: q(0.5),
+        p99_ms: q(0.99),
+        server_cpu: cpu,
+        client_cpu: run.client_cpu.as_secs_f64() / duration.as_secs_f64(),
+        cpu_per_trip_us: per_trip_us,
+    };
     println!(
         "{n:>11}  {name:<6} {rate:>14.0} {:>7.3}ms {:>7.3}ms {:>10.0} % {per_trip_us:>11.2}us {:>9.0} % {:>7}",
         q(0.5),
@@ -389,4 +412,5 @@ pub fn run_row_with(
             per.join(", ")
         );
     }
+    row
 }
