@@ -11,8 +11,9 @@ mod net_common;
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{child_scenario, describe, run_child_watched, wait_until, PATIENCE};
 use gofer::net::unix::UnixStream;
@@ -339,6 +340,136 @@ fn readiness_racing_read_deadlines_loses_no_wake_up_and_no_byte() {
     // The race was run: deadlines did pass between pings.
     assert!(timeouts > 0, "no read timed out: the deadlines never raced");
     s.shutdown();
+    println!("CHILD-OK");
+}
+
+const CANCEL_RACE: &str = "readiness_racing_cancellation_leaves_no_waiter_linked_and_loses_no_byte";
+
+/// Two readers park on one socket and are cancelled just as a byte lands
+/// for them, on three Processers: the cancellation's wake-up and the
+/// reactor's race on different threads (on half the sockets a read
+/// deadline of one clock tick races them too). A reader leaves its wait
+/// either notified (it reads the byte, then unwinds at its next wait) or
+/// with its node unlinked under the socket's lock (it unwinds at once).
+/// The socket outlives its readers (an `Arc`) and the next round's readers
+/// park on it behind whatever is left in its waiter list, so a node left
+/// linked in a dead frame, or one the reactor still wrote after its
+/// reader left, is walked by a later delivery: a crash, or a reader that
+/// never wakes (the watchdog). Every byte written is read exactly once:
+/// the readers' count, after a last reader drains the socket to its end,
+/// is what was written.
+#[test]
+fn readiness_racing_cancellation_leaves_no_waiter_linked_and_loses_no_byte() {
+    if child_scenario().as_deref() != Some("cancel_race") {
+        in_child(CANCEL_RACE, "cancel_race");
+        return;
+    }
+    const PAIRS: usize = 6;
+    const ROUNDS: usize = 3_000;
+    let s = Arc::new(sched("cancel-race", 3));
+    // The kernel rounds a socket timeout up to its clock tick.
+    let tick = {
+        let (probe, _peer) = UnixStream::pair().unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_micros(1)))
+            .unwrap();
+        probe.read_timeout().unwrap().expect("a timeout was set")
+    };
+    // A reader: counts every byte it reads, until end of stream; a timeout
+    // (on the sockets that have one) is retried.
+    fn counting_reader(
+        s: &Scheduler,
+        mine: &Arc<UnixStream>,
+        count: &Arc<AtomicUsize>,
+    ) -> gofer::JoinHandle<()> {
+        let (mine, count) = (mine.clone(), count.clone());
+        s.spawn(move || {
+            let mut b = [0u8; 1];
+            loop {
+                match (&*mine).read(&mut b) {
+                    Ok(0) => return,
+                    Ok(_) => {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("read: {e}"),
+                }
+            }
+        })
+    }
+    let drivers: Vec<_> = (0..PAIRS)
+        .map(|k| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let (mine, mut peer) = UnixStream::pair().unwrap();
+                if k % 2 == 1 {
+                    mine.set_read_timeout(Some(tick)).unwrap();
+                }
+                let mine = Arc::new(mine);
+                let count = Arc::new(AtomicUsize::new(0));
+                let mut cancelled = 0usize;
+                // Rounds where a reader read after the cancellation was
+                // asked for (it was notified first, or had not looked
+                // yet), and rounds whose byte was left (a cancellation
+                // won).
+                let (mut read_after, mut left) = (0usize, 0usize);
+                for round in 0..ROUNDS {
+                    let a = counting_reader(&s, &mine, &count);
+                    let b = counting_reader(&s, &mine, &count);
+                    // Spun delays, varied per pair and round: up to 100 us
+                    // before the write, and up to 10 to 60 us (by pair)
+                    // between the write and the cancellations, so that
+                    // they meet the readers at every stage: starting,
+                    // parking, parked, being notified, reading.
+                    let spin = |us: usize| {
+                        let t = Instant::now();
+                        while t.elapsed() < Duration::from_micros(us as u64) {
+                            std::hint::spin_loop();
+                        }
+                    };
+                    spin((round * 7919 + k * 13) % 101);
+                    peer.write_all(&[round as u8]).unwrap();
+                    spin((round * 104_729 + k * 31) % (10 + 10 * k));
+                    let pre = count.load(Ordering::SeqCst);
+                    a.cancel();
+                    b.cancel();
+                    for h in [a, b] {
+                        match h.join() {
+                            Err(e) if e.is_cancelled() => cancelled += 1,
+                            other => {
+                                panic!("pair {k}, round {round}: a reader ended with {other:?}")
+                            }
+                        }
+                    }
+                    let post = count.load(Ordering::SeqCst);
+                    read_after += usize::from(post > pre);
+                    left += usize::from(post < round + 1);
+                }
+                // The last reader drains what is left, to end of stream.
+                drop(peer);
+                counting_reader(&s, &mine, &count).join().unwrap();
+                assert_eq!(
+                    count.load(Ordering::SeqCst),
+                    ROUNDS,
+                    "pair {k}: bytes read twice or lost"
+                );
+                (cancelled, read_after, left)
+            })
+        })
+        .collect();
+    let (mut cancelled, mut read_after, mut left) = (0, 0, 0);
+    for d in drivers {
+        let (c, r, l) = d.join().unwrap();
+        (cancelled, read_after, left) = (cancelled + c, read_after + r, left + l);
+    }
+    assert_eq!(cancelled, PAIRS * ROUNDS * 2);
+    // The race was run both ways.
+    assert!(read_after > 0, "no reader read after its cancellation");
+    assert!(left > 0, "no cancellation came before its byte was read");
+    match Arc::try_unwrap(s) {
+        Ok(s) => s.shutdown(),
+        Err(_) => panic!("a driver kept the scheduler"),
+    }
     println!("CHILD-OK");
 }
 
