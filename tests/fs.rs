@@ -127,9 +127,32 @@ fn round_trip(dir: &Path) {
         .unwrap();
     assert!(fresh.exists());
 
+    // copy: the bytes and the count, as std's
+    let copied = sub.join("copied.txt");
+    assert_eq!(gofer::fs::copy(&f_path, &copied).unwrap(), 3);
+    assert_eq!(std::fs::read(&copied).unwrap(), b"new");
+
     // remove_file
     gofer::fs::remove_file(&q).unwrap();
     assert!(!q.exists());
+
+    // create_dir, remove_dir, remove_dir_all
+    let d = dir.join("made");
+    gofer::fs::create_dir(&d).unwrap();
+    assert!(std::fs::metadata(&d).unwrap().is_dir());
+    assert_eq!(
+        gofer::fs::create_dir(&d).unwrap_err().kind(),
+        ErrorKind::AlreadyExists
+    );
+    gofer::fs::remove_dir(&d).unwrap();
+    assert!(!d.exists());
+    assert_eq!(
+        gofer::fs::remove_dir(&sub).unwrap_err().raw_os_error(),
+        std::fs::remove_dir(&sub).unwrap_err().raw_os_error(),
+        "a directory that is not empty"
+    );
+    gofer::fs::remove_dir_all(dir.join("a")).unwrap();
+    assert!(!sub.exists() && !dir.join("a").exists());
 }
 
 /// Every error is std's, with std's kind.
@@ -141,6 +164,12 @@ fn errors(dir: &Path) {
         gofer::fs::metadata(&missing).unwrap_err().kind(),
         gofer::fs::read_dir(&missing).unwrap_err().kind(),
         gofer::fs::remove_file(&missing).unwrap_err().kind(),
+        gofer::fs::remove_dir(&missing).unwrap_err().kind(),
+        gofer::fs::remove_dir_all(&missing).unwrap_err().kind(),
+        gofer::fs::create_dir(missing.join("in"))
+            .unwrap_err()
+            .kind(),
+        gofer::fs::copy(&missing, dir.join("y")).unwrap_err().kind(),
         gofer::fs::rename(&missing, dir.join("x"))
             .unwrap_err()
             .kind(),

@@ -18,7 +18,7 @@
 //!     gofer::fs::write(&path, "hello")?;
 //!     let text = gofer::fs::read_to_string(&path)?;
 //!     gofer::fs::remove_file(&path)?;
-//!     std::fs::remove_dir(&dir)?;
+//!     gofer::fs::remove_dir(&dir)?;
 //!     Ok::<_, std::io::Error>(text)
 //! });
 //! assert_eq!(text.unwrap(), "hello");
@@ -42,6 +42,7 @@ mod read_dir;
 pub use file::File;
 pub use open_options::OpenOptions;
 pub use ops::{
-    create_dir_all, metadata, read, read_dir, read_to_string, remove_file, rename, write,
+    copy, create_dir, create_dir_all, metadata, read, read_dir, read_to_string, remove_dir,
+    remove_dir_all, remove_file, rename, write,
 };
 pub use read_dir::ReadDir;

@@ -48,6 +48,33 @@ pub fn create_dir_all<P: AsRef<Path>>(path: P) -> io::Result<()> {
     unblock(|| std::fs::create_dir_all(path))
 }
 
+/// Creates a directory (its parent must exist), like
+/// [`std::fs::create_dir`].
+pub fn create_dir<P: AsRef<Path>>(path: P) -> io::Result<()> {
+    let path = path.as_ref();
+    unblock(|| std::fs::create_dir(path))
+}
+
+/// Removes an empty directory, like [`std::fs::remove_dir`].
+pub fn remove_dir<P: AsRef<Path>>(path: P) -> io::Result<()> {
+    let path = path.as_ref();
+    unblock(|| std::fs::remove_dir(path))
+}
+
+/// Removes a directory and everything in it, like
+/// [`std::fs::remove_dir_all`], in one hand-off.
+pub fn remove_dir_all<P: AsRef<Path>>(path: P) -> io::Result<()> {
+    let path = path.as_ref();
+    unblock(|| std::fs::remove_dir_all(path))
+}
+
+/// Copies a file's contents and permissions to another, replacing it,
+/// like [`std::fs::copy`]; returns the number of bytes copied.
+pub fn copy<P: AsRef<Path>, Q: AsRef<Path>>(from: P, to: Q) -> io::Result<u64> {
+    let (from, to) = (from.as_ref(), to.as_ref());
+    unblock(|| std::fs::copy(from, to))
+}
+
 /// Removes a file, like [`std::fs::remove_file`].
 pub fn remove_file<P: AsRef<Path>>(path: P) -> io::Result<()> {
     let path = path.as_ref();

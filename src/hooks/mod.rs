@@ -46,6 +46,7 @@
 //! | `wait`, `waitpid`, `wait4`, `waitid` | without `WNOHANG` |
 //! | `getaddrinfo`, `getnameinfo`, `gethostbyname_r`, `gethostbyname2_r`, `gethostbyaddr_r` | always |
 //! | `ppoll`, `select`, `pselect`, `epoll_wait`, `epoll_pwait` | a timeout other than zero |
+//! | `splice`, `tee`, `sendfile`(`64`), `copy_file_range`, and their numbers through `syscall` (how std's `io::copy` makes them) | always, unless one of the two descriptors is stdio |
 //!
 //! gofer never changes a descriptor's flags: a task asks the kernel not to
 //! block call by call (`MSG_DONTWAIT` on sockets, `RWF_NOWAIT` on pipes;
@@ -65,7 +66,8 @@
 //!   Processer shares its thread's record, so these waits block the thread
 //!   (`owned.rs` says why and how they are told apart). std's `Mutex`,
 //!   `RwLock`, `Condvar` and `Once` wait on the lock's own word and park.
-//! - Raw system calls other than futex through `syscall(2)`, io_uring, and
+//! - Raw system calls through `syscall(2)` other than futex and the
+//!   copies above, io_uring, and
 //!   code that reaches the kernel without
 //!   calling these symbols: C code linked statically that calls libc's
 //!   internal aliases, and calls made inside libc itself (`fread`'s `read`,
@@ -99,7 +101,8 @@
 //! pool; `data.rs` (reads and writes), `sockets.rs` (`accept`, `connect`),
 //! `poll.rs` (every wait on descriptors), `sleep.rs`, `descriptors.rs`
 //! (`close`, `fcntl`, `dup`, ...), `files.rs` (regular files, `open`),
-//! `wait.rs` (locks, children), `names.rs` (name lookups) and `syscall.rs`
+//! `wait.rs` (locks, children), `names.rs` (name lookups), `copies.rs`
+//! (`splice`, `sendfile`, ...) and `syscall.rs`
 //! (with `futex.rs`, the futex waiter table) define the symbols by family;
 //! `fdctx.rs`
 //! keeps each descriptor's bookkeeping; `real.rs` finds libc's own
@@ -131,6 +134,8 @@ pub fn enabled() -> bool {
 ))]
 compile_error!("the `hooks` feature is for Linux on x86_64 or aarch64");
 
+#[cfg(feature = "hooks")]
+mod copies;
 #[cfg(feature = "hooks")]
 mod data;
 #[cfg(feature = "hooks")]

@@ -2,8 +2,8 @@
 //! the objects that define them. A new hook is added to its family's file
 //! and to [`KEEP`].
 
+use super::{copies, files, names, wait};
 use super::{data, descriptors, guard, poll, sleep, sockets, syscall};
-use super::{files, names, wait};
 
 /// The addresses of every hooked symbol.
 struct Symbols([*const (); 26]);
@@ -45,7 +45,7 @@ static KEEP: Symbols = Symbols([
 ]);
 
 /// The hooks that send a call to the blocking pool, kept as [`KEEP`].
-struct Offloaded([*const (); 37]);
+struct Offloaded([*const (); 42]);
 
 // SAFETY: plain function addresses, never written or dereferenced.
 unsafe impl Sync for Offloaded {}
@@ -91,6 +91,11 @@ static KEEP_OFFLOADED: Offloaded = Offloaded([
     poll::pselect as *const (),
     poll::epoll_wait as *const (),
     poll::epoll_pwait as *const (),
+    copies::splice as *const (),
+    copies::tee as *const (),
+    copies::sendfile as *const (),
+    copies::sendfile64 as *const (),
+    copies::copy_file_range as *const (),
 ]);
 
 /// Touches [`KEEP`] (see there), and registers the fork handler once.

@@ -1,6 +1,8 @@
 //! The hooked `syscall`: `syscall(SYS_futex, ...)` goes to `futex.rs`,
-//! every other system call to libc's `syscall` unchanged (its arguments,
-//! its result and errno).
+//! the copies between descriptors (`SYS_splice`, `SYS_tee`,
+//! `SYS_sendfile`, `SYS_copy_file_range`) to `copies.rs`, every other
+//! system call to libc's `syscall` unchanged (its arguments, its result
+//! and errno).
 //!
 //! # Why six words
 //!
@@ -26,7 +28,7 @@
 
 use libc::{c_int, c_long, timespec};
 
-use super::{futex, real};
+use super::{copies, futex, real};
 
 /// Hooked `syscall`.
 ///
@@ -55,6 +57,11 @@ pub unsafe extern "C" fn syscall(
             )
         };
     }
+    let a = [a1, a2, a3, a4, a5, a6];
+    if let Some(fds) = copies::copy_descriptors(number, &a) {
+        // SAFETY: the caller keeps the copy's contract for these arguments.
+        return unsafe { copies::via_syscall(number, a, fds) };
+    }
     // SAFETY: forwarded unchanged.
-    unsafe { real::syscall(number, [a1, a2, a3, a4, a5, a6]) }
+    unsafe { real::syscall(number, a) }
 }
