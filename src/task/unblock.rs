@@ -36,12 +36,16 @@
 //!   in the loop can unwind.
 //! - A parked task's stack stays where it is: a stackful coroutine is not
 //!   moved or copied while parked, so the addresses B holds stay good.
-//! - Nothing frees or cancels a task that has not finished: gofer has no
-//!   task cancellation, and shutdown waits until every task has finished
-//!   (`alive == 0`) before it stops threads, so a task parked here is
-//!   waited for, call included, and its stack is never freed under B. A
-//!   `shutdown_timeout` that gives up returns with the task still alive
-//!   and its stack in place. The pool joins its threads only after that.
+//! - Nothing frees a task that has not finished, and nothing unwinds it
+//!   out of this wait: the loop parks with `park_on`, which does not look
+//!   at cancellation, so a cancelled task stays until `done` and unwinds
+//!   at its next cancellable wait after `unblock` returns. Shutdown
+//!   (`shutdown_now` included, which cancels) waits until every task has
+//!   finished (`alive == 0`) before it stops threads, so a task parked
+//!   here is waited for, call included, and its stack is never freed under
+//!   B. A `shutdown_timeout` that gives up returns with the task still
+//!   alive and its stack in place. The pool joins its threads only after
+//!   that.
 //! - B reads nothing of `Call` after step 3: it moved T's handle out in
 //!   step 2, and that handle (a counted reference to T's cell) keeps the
 //!   header alive for the unpark even if T has meanwhile seen `done`
@@ -98,7 +102,11 @@ use crate::runtime::wait::WaitOn;
 ///   in place.
 /// - A task dump shows a task in here as parked on `unblock`, with how
 ///   long. Shutdown waits for such a task like for any other: the call
-///   runs to its end.
+///   runs to its end. So does cancellation
+///   ([`JoinHandle::cancel`](crate::JoinHandle::cancel),
+///   [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now)): `f`
+///   cannot be interrupted, so the task waits for it and unwinds at its
+///   next cancellable wait once `unblock` has returned.
 ///
 /// `f` runs on another thread: it sees that thread's thread-locals, and
 /// should not call gofer's task operations (it is not a task; `park` there
