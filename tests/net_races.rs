@@ -345,6 +345,24 @@ fn readiness_racing_read_deadlines_loses_no_wake_up_and_no_byte() {
 
 const CANCEL_RACE: &str = "readiness_racing_cancellation_leaves_no_waiter_linked_and_loses_no_byte";
 
+/// [`readiness_racing_cancellation_leaves_no_waiter_linked_and_loses_no_byte`]
+/// on the io_uring driver (`GOFER_IO=uring`, outside chaos mode so that the
+/// readers are bound and read through their rings). There a byte wakes
+/// both readers' receives; one takes it, the other's retry finds nothing
+/// and waits again, and a cancel that came between the wake-up and the
+/// retry finds no operation (`ENOENT`): the reader must still end.
+#[test]
+fn ring_reads_racing_cancellation_end_and_lose_no_byte() {
+    let env = [("GOFER_IO", Some("uring")), ("GOFER_CHAOS_MIGRATE", None)];
+    let out = run_child_watched(CANCEL_RACE, "cancel_race", &env, Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("the child hung (killed by the watchdog)"));
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),
+        "{}",
+        describe(&out)
+    );
+}
+
 /// Two readers park on one socket and are cancelled just as a byte lands
 /// for them, on three Processers: the cancellation's wake-up and the
 /// reactor's race on different threads (on half the sockets a read

@@ -64,7 +64,9 @@
 //!  IN FLIGHT   None      Processer: io_uring_enter at its turn
 //!  CANCELLING  None      task, woken by its deadline or its cancellation
 //!                        while not DONE: queues IORING_OP_ASYNC_CANCEL for
-//!                        its user_data and parks again, not cancellably
+//!                        its user_data and parks again, not cancellably,
+//!                        queueing it again after a pause while not DONE
+//!                        (a cancel can miss: see `withdraw`)
 //!  DONE        Some(r)   Processer: reaps the completion, stores r, then
 //!                        unparks the task
 //! ```
@@ -127,7 +129,7 @@ use crate::runtime::context;
 use crate::runtime::processer_shared::ProcesserShared;
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{self, Runnable, TaskHeader, TaskRef};
-use crate::runtime::timer::{park_covered, park_until};
+use crate::runtime::timer::park_until;
 use crate::runtime::wait::WaitOn;
 use crate::task::cancel;
 
@@ -880,28 +882,34 @@ fn wait(
     }
 }
 
+/// The first pause before [`withdraw`] asks again, and the longest.
+const CANCEL_AGAIN: Duration = Duration::from_millis(1);
+const CANCEL_AGAIN_MAX: Duration = Duration::from_millis(64);
+
 /// CANCELLING: asks the kernel to cancel the operation of `slot`, and
-/// parks, not cancellably and without a deadline, until it is DONE.
+/// parks, not cancellably, until it is DONE, asking again after a pause
+/// (doubled each time) while it is not.
+///
+/// One cancel may miss its operation for good: a receive whose poll fired
+/// is in no table the cancel searches while its retry waits as task work,
+/// so the cancel completes with `ENOENT`; and if another reader took the
+/// data meanwhile, the retry finds nothing and arms the poll again, to
+/// wait for data nobody may send (a reader cancelled so that it stops
+/// waiting). Asking again finds it armed.
 fn withdraw(task: &TaskRef, slot: &OpSlot, on: WaitOn) -> i32 {
     let cancel = opcode::AsyncCancel::new(slot as *const OpSlot as u64)
         .build()
         .user_data(CANCEL_DATA);
-    let mut queued = false;
+    let mut pause = CANCEL_AGAIN;
     loop {
         if let Some(r) = slot.res.get() {
             return r;
         }
-        if !queued {
-            // SAFETY: a cancel entry points at nothing; its completion
-            // names no slot.
-            queued = matches!(unsafe { queue_here(task, &cancel) }, Queued::Yes);
-        }
-        if queued {
-            park_covered(task, None, on);
-        } else {
-            // The ring refused the cancel for now (its queue full and the
-            // enter failing): try again shortly; the operation stays ours.
-            park_until(task, Some(Instant::now() + Duration::from_millis(1)), on);
-        }
+        // SAFETY: a cancel entry points at nothing; its completion names no
+        // slot. Refused (the ring's queue full and the enter failing), it
+        // is asked again after the pause like one that missed.
+        unsafe { queue_here(task, &cancel) };
+        park_until(task, Some(Instant::now() + pause), on);
+        pause = (pause * 2).min(CANCEL_AGAIN_MAX);
     }
 }
