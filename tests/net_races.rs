@@ -24,7 +24,13 @@ use net_common::{recv, sched, wait_parked};
 /// Runs `scenario` of `test` in a child with a watchdog; it must print
 /// CHILD-OK and exit 0.
 fn in_child(test: &str, scenario: &str) {
-    let out = run_child_watched(test, scenario, &[], Duration::from_secs(120))
+    in_child_with_env(test, scenario, &[]);
+}
+
+/// [`in_child`] with extra environment for the child (`None` removes a
+/// variable).
+fn in_child_with_env(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) {
+    let out = run_child_watched(test, scenario, env, Duration::from_secs(120))
         .unwrap_or_else(|| panic!("{test}: the child hung (killed by the watchdog)"));
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),
@@ -294,14 +300,7 @@ fn readiness_racing_read_deadlines_loses_no_wake_up_and_no_byte() {
     const PAIRS: usize = 16;
     const PINGS: usize = 2_000;
     let s = sched("deadline-race", 2);
-    // The kernel rounds a socket timeout up to its clock tick.
-    let tick = {
-        let (probe, _peer) = UnixStream::pair().unwrap();
-        probe
-            .set_read_timeout(Some(Duration::from_micros(1)))
-            .unwrap();
-        probe.read_timeout().unwrap().expect("a timeout was set")
-    };
+    let tick = kernel_tick();
     let mut peers = Vec::new();
     let mut tasks = Vec::new();
     for _ in 0..PAIRS {
@@ -370,13 +369,16 @@ const CANCEL_RACE: &str = "readiness_racing_cancellation_leaves_no_waiter_linked
 #[test]
 fn ring_reads_racing_cancellation_end_and_lose_no_byte() {
     let env = [("GOFER_IO", Some("uring")), ("GOFER_CHAOS_MIGRATE", None)];
-    let out = run_child_watched(CANCEL_RACE, "cancel_race", &env, Duration::from_secs(120))
-        .unwrap_or_else(|| panic!("the child hung (killed by the watchdog)"));
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),
-        "{}",
-        describe(&out)
-    );
+    in_child_with_env(CANCEL_RACE, "cancel_race", &env);
+}
+
+/// The kernel's clock tick, to which it rounds a socket timeout up.
+fn kernel_tick() -> Duration {
+    let (probe, _peer) = UnixStream::pair().unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_micros(1)))
+        .unwrap();
+    probe.read_timeout().unwrap().expect("a timeout was set")
 }
 
 /// Two readers park on one socket and are cancelled just as a byte lands
@@ -401,14 +403,7 @@ fn readiness_racing_cancellation_leaves_no_waiter_linked_and_loses_no_byte() {
     const PAIRS: usize = 6;
     const ROUNDS: usize = 3_000;
     let s = Arc::new(sched("cancel-race", 3));
-    // The kernel rounds a socket timeout up to its clock tick.
-    let tick = {
-        let (probe, _peer) = UnixStream::pair().unwrap();
-        probe
-            .set_read_timeout(Some(Duration::from_micros(1)))
-            .unwrap();
-        probe.read_timeout().unwrap().expect("a timeout was set")
-    };
+    let tick = kernel_tick();
     // A reader: counts every byte it reads, until end of stream; a timeout
     // (on the sockets that have one) is retried.
     fn counting_reader(
