@@ -22,15 +22,23 @@ fn is_child(test: &str) -> bool {
     std::env::var("GOFER_CHILD").is_ok_and(|v| v == test)
 }
 
-/// Parks `n` tasks on `sched` and returns their wake-up handles and joins.
-fn park_many(sched: &Scheduler, n: usize) -> (Vec<gofer::Task>, Vec<gofer::JoinHandle<()>>) {
+/// Parks `n` tasks on `sched` until `release` is set (a `park` may return
+/// spuriously), and returns their wake-up handles and joins.
+fn park_many(
+    sched: &Scheduler,
+    n: usize,
+    release: &Arc<std::sync::atomic::AtomicBool>,
+) -> (Vec<gofer::Task>, Vec<gofer::JoinHandle<()>>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let hs: Vec<_> = (0..n)
         .map(|_| {
             let tx = tx.clone();
+            let release = release.clone();
             sched.spawn(move || {
                 tx.send(gofer::current()).unwrap();
-                gofer::park();
+                while !release.load(std::sync::atomic::Ordering::SeqCst) {
+                    gofer::park();
+                }
             })
         })
         .collect();
@@ -47,10 +55,13 @@ fn dense_mode_holds_more_parked_tasks_than_the_guarded_ceiling() {
         .stack_size(16 * 1024)
         .build()
         .unwrap();
-    let (tasks, hs) = park_many(&sched, n);
+    let release = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tasks, hs) = park_many(&sched, n, &release);
     assert_eq!(tasks.len(), n);
-    assert!(sched.stats().live_stacks >= n);
-    assert_eq!(sched.stats().alive, n);
+    let st = sched.stats();
+    assert!(st.live_stacks >= n, "{} stacks live", st.live_stacks);
+    assert_eq!(st.alive, n);
+    release.store(true, std::sync::atomic::Ordering::SeqCst);
     for t in &tasks {
         t.unpark();
     }
