@@ -32,16 +32,21 @@ where
     F: FnOnce() -> T + Send + 'static,
 {
     [IoDriver::Epoll, IoDriver::Uring].map(|d| {
-        let s = Scheduler::builder()
-            .min_threads(1)
-            .max_threads(1)
-            .io_driver(d)
-            .build()
-            .expect("scheduler");
+        let s = one_thread(d);
         let out = s.spawn(make(d)).join().expect("the task");
         s.shutdown();
         out
     })
+}
+
+/// A one-thread scheduler on driver `d`.
+fn one_thread(d: IoDriver) -> Scheduler {
+    Scheduler::builder()
+        .min_threads(1)
+        .max_threads(1)
+        .io_driver(d)
+        .build()
+        .expect("scheduler")
 }
 
 fn uring_sched(name: &str, threads: usize) -> Scheduler {
@@ -1001,12 +1006,7 @@ fn datagrams_go_through_the_ring_and_behave_as_on_epoll() {
             // and a connected send and receive.
             type Seen = (ErrorKind, (usize, u8), (usize, u8), usize, Vec<u8>);
             let run = |d: IoDriver| -> Seen {
-                let s = Scheduler::builder()
-                    .min_threads(1)
-                    .max_threads(1)
-                    .io_driver(d)
-                    .build()
-                    .expect("scheduler");
+                let s = one_thread(d);
                 let a = UdpSocket::bind("127.0.0.1:0").expect("bind a");
                 let b = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind b");
                 let (a_addr, b_addr) = (a.local_addr().expect("a"), b.local_addr().expect("b"));
@@ -1080,12 +1080,7 @@ fn vectored_reads_and_writes_go_through_the_ring() {
         // peer got from a vectored write (empty slices included).
         type Seen = (usize, Vec<u8>, Vec<u8>, Vec<u8>);
         let run = |d: IoDriver| -> Seen {
-            let s = Scheduler::builder()
-                .min_threads(1)
-                .max_threads(1)
-                .io_driver(d)
-                .build()
-                .expect("scheduler");
+            let s = one_thread(d);
             let (stream, mut peer) = pair();
             let fd = stream.as_raw_fd();
             let h = s.spawn(move || {
