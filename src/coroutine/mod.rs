@@ -13,8 +13,11 @@
 //! - [`overflow`]: the SIGSEGV/SIGBUS handler that reports a guard-page hit,
 //!   and fatal exits;
 //! - [`panic_hook`]: running a task's panic hook on a stack big enough for
-//!   it.
+//!   it;
+//! - [`carrier`]: moving one unit of std's per-thread panic count off a
+//!   thread or onto it (for tasks that switch out mid-unwind).
 
+pub(crate) mod carrier;
 pub(crate) mod overflow;
 pub(crate) mod panic_hook;
 pub(crate) mod registry;

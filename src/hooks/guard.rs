@@ -91,16 +91,18 @@ pub(super) fn in_task() -> bool {
 
 /// Whether a hook may park the calling task for a wait of its own (a futex
 /// wait in the table, a call handed to the blocking pool): inside a task,
-/// outside the hooks' own runtime code, not in a forked child, and not
-/// while the thread panics. std keeps its panic state per thread: a task
-/// parked inside the panic hook (waiting for std's backtrace lock, or
-/// reading the executable for the backtrace) would let the next task of
-/// the thread panic "while processing a panic", which aborts. So from a
-/// panic on until its unwinding ends, these calls block the thread, as
-/// without the hooks.
+/// outside the hooks' own runtime code, and not in a forked child.
+///
+/// A task in the middle of an unwind parks like any other: the loop takes
+/// its share of std's per-thread panic count off the thread while it is
+/// parked and puts it back when it resumes (`runtime/unwind_bank.rs`), so
+/// the next task of the thread neither answers `panicking()` true nor
+/// panics "while processing a panic". Blocking the thread instead would
+/// deadlock an unwinding task whose destructor waits for a lock that a
+/// parked neighbour holds.
 #[inline(never)] // reads thread-locals: never inlined into a path that switches
 pub(super) fn may_park() -> bool {
-    !bypass() && in_task() && !std::thread::panicking()
+    !bypass() && in_task()
 }
 
 /// Registers the fork handler, once per process (when the first scheduler

@@ -21,6 +21,7 @@
 //! | `io/` | the epoll reactor: readiness, waiting tasks, who polls |
 //! | `blocking.rs` | the blocking pool: threads that run `unblock` calls while their tasks park |
 //! | `stats.rs` | the counters users read |
+//! | `unwind_bank.rs` | panics belong to the task: its panic count leaves the thread with it |
 //!
 //! Nothing here imports the layers above (`task/`, `time/`, `sync/`,
 //! `chan/`): what runs inside a task reaches the runtime through the
@@ -55,4 +56,5 @@ pub(crate) mod stats;
 pub(crate) mod task;
 pub(crate) mod timer;
 pub(crate) mod timer_heap;
+pub(crate) mod unwind_bank;
 pub(crate) mod wait;

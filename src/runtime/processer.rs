@@ -46,6 +46,7 @@ use super::live::{self, ShardOwner};
 use super::processer_shared::{Kind, ProcesserShared};
 use super::shared::Shared;
 use super::task::{self, Runnable, TaskHeader};
+use super::unwind_bank;
 use crate::coroutine::registry;
 use crate::coroutine::stack::StackMem;
 use crate::coroutine::stacks::LocalStacks;
@@ -116,6 +117,10 @@ pub(crate) struct ProcLocal {
     /// Tasks pinned here because they switched out in the middle of an
     /// unwind (see `pin_while_unwinding`).
     pub(crate) unwind_pinned: Cell<usize>,
+    /// Whether this loop keeps each task's panic count its own
+    /// (`unwind_bank.rs`): false on a `block_on` caller that entered its
+    /// loop while unwinding itself, whose count is no task's.
+    pub(super) banks: Cell<bool>,
     /// Live tasks bound here at their first run (see `run_task`).
     pub(crate) bound: Cell<usize>,
     /// This thread's shard of the registry of live tasks (`live.rs`).
@@ -176,6 +181,7 @@ impl ProcLocal {
             ring: OnceCell::new(),
             idle_since: Cell::new(None),
             unwind_pinned: Cell::new(0),
+            banks: Cell::new(true),
             bound: Cell::new(0),
             live: ManuallyDrop::new(sched.live.take_shard()),
             clock: Cell::new(Instant::now()),
@@ -203,13 +209,25 @@ impl ProcLocal {
         if !self.direct || self.p.look_out.load(Ordering::Relaxed) != 0 {
             return None;
         }
+        if std::thread::panicking() {
+            // The task switching out unwinds: the loop banks its panic
+            // count (`unwind_bank.rs`).
+            return None;
+        }
         let tick = self.tick.get().wrapping_add(1);
         if tick % NEW_QUEUE_INTERVAL == 0 {
             return None; // the loop's `next_task` counts it and looks out
         }
         self.tick.set(tick);
         let mut n = self.pick_local(tick)?;
-        let Some(ctx) = direct_ctx(&mut n) else {
+        let ctx = if n.run().banked.is_some() {
+            // Its panic count goes back on the thread in the loop, after the
+            // running task's has left it (`unwind_bank.rs`).
+            None
+        } else {
+            direct_ctx(&mut n)
+        };
+        let Some(ctx) = ctx else {
             self.picked.set(Some(n));
             return None;
         };
@@ -319,6 +337,12 @@ impl ProcLocal {
             t.header().set_runtime_pin(Some(self.p.index));
             self.set_bound(self.bound.get() + 1);
         }
+        if let Some(b) = t.run().banked.as_deref_mut() {
+            if self.banks.get() {
+                // Its panic count back on this thread (zero until now).
+                unwind_bank::restore_at_switch_in(b);
+            }
+        }
         self.p.running.store(true, Ordering::Relaxed);
         self.count_switch(header);
         self.switched_in.set(Some(t));
@@ -368,8 +392,13 @@ impl ProcLocal {
             self.clock.set(Instant::now());
         }
         // Before the task is filed (a finished one was unpinned, as its
-        // unwind, if any, ended at its root).
-        self.pin_while_unwinding(t.header());
+        // unwind, if any, ended at its root). `unwinding`: the count on
+        // this thread is the task's own (`unwind_bank.rs`).
+        let unwinding = std::thread::panicking();
+        self.pin_while_unwinding(t.header(), unwinding);
+        if unwinding || t.run().banked.is_some() {
+            self.bank_unwind(&mut t, why);
+        }
         match why {
             Suspend::Yield => {
                 t.run().ctx = Some(ctx);
@@ -390,6 +419,24 @@ impl ProcLocal {
                 self.release_pin(t.header());
                 self.finish(t);
             }
+        }
+    }
+
+    /// Takes the panic count of a task that switched out mid-unwind off this
+    /// thread, or gives back the carriers it no longer needs
+    /// (`unwind_bank.rs`).
+    #[cold]
+    #[inline(never)]
+    fn bank_unwind(&self, t: &mut Runnable, why: Suspend) {
+        if !self.banks.get() {
+            return;
+        }
+        if why == Suspend::Done {
+            if let Some(b) = t.run().banked.take() {
+                unwind_bank::release(*b);
+            }
+        } else {
+            unwind_bank::bank_at_switch_out(&mut t.run().banked);
         }
     }
 
@@ -451,6 +498,7 @@ impl ProcLocal {
     /// says so (a `block_on` caller), or when an Extra Processer retires.
     pub(crate) fn run(&self, until: Option<&dyn Fn() -> bool>) {
         let prev = context::enter(self);
+        self.banks.set(!std::thread::panicking());
         crate::coroutine::overflow::thread_init();
         super::cells::processer_thread();
         loop {

@@ -111,29 +111,24 @@ impl ProcLocal {
     /// std counts panics per thread: `panic!` (and the forced unwind of a
     /// dropped fiber or generator, a `resume_unwind`) raises this thread's
     /// count, and the `catch_unwind` that ends the unwind lowers the count
-    /// of whichever thread it runs on. A destructor that parks on the way
-    /// (a sleep, a channel, a lock) would let the task resume on another
-    /// thread: its later destructors would see `thread::panicking()` false,
-    /// this thread would stay "panicking" for good, and the other's count
-    /// would wrap below zero (and a `std::sync::Mutex` held in a later panic
-    /// there would no longer be poisoned). So a task that switches out while
-    /// this thread's count is not zero is pinned here, and unpinned at a
-    /// switch-out that finds the count back at zero.
-    ///
-    /// The count is the thread's, not the task's: while a task is parked
-    /// mid-unwind, the other tasks on this thread see `panicking()` true as
-    /// well (as on a thread, where an unwind runs to its end first), and any
-    /// of them that switches out meanwhile is pinned too, until a switch-out
-    /// after the unwind ended. A task the user pinned keeps its own pin.
+    /// of whichever thread it runs on. The loop moves a task's count off the
+    /// thread when it switches out and back when it resumes
+    /// (`unwind_bank.rs`), so the count follows the task; the pin keeps such
+    /// a task away from a loop that cannot do that (a `block_on` caller that
+    /// unwinds itself), and keeps its unwind, which may have cached this
+    /// thread's thread-locals in its frames, where it began. A task that
+    /// switches out while its count is not zero is pinned here, and
+    /// unpinned at a switch-out that finds the count back at zero. A task
+    /// the user pinned keeps its own pin.
     ///
     /// Called right after the task switched out, on the thread it ran on,
-    /// whose count is still the one the task saw.
+    /// with `unwinding` read there before the loop banked the count: the
+    /// task's own.
     #[inline]
-    pub(super) fn pin_while_unwinding(&self, h: &TaskHeader) {
-        // A load of std's global panic count (zero unless some thread is
-        // unwinding) and of our count of tasks pinned here for an unwind:
-        // nearly free when nobody panics.
-        let unwinding = std::thread::panicking();
+    pub(super) fn pin_while_unwinding(&self, h: &TaskHeader, unwinding: bool) {
+        // `unwinding`: a load of std's global panic count (zero unless some
+        // thread is unwinding); and our count of tasks pinned here for an
+        // unwind: nearly free when nobody panics.
         if unwinding || self.unwind_pinned.get() != 0 {
             self.repin_for_unwind(h, unwinding);
         }

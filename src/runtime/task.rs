@@ -47,6 +47,8 @@ use std::sync::Arc;
 
 use context::Context;
 
+use super::unwind_bank::Banked;
+
 use super::live;
 use super::next_slot::Token;
 use super::park_state::{ParkOutcome, ParkState};
@@ -185,6 +187,10 @@ pub(crate) struct RunState {
     /// that runs there (`processer::direct_ctx`). Set when the stack is
     /// given; empty before.
     pub(crate) ontop_room: (usize, usize),
+    /// The panic count the task took off its thread when it switched out
+    /// in the middle of an unwind, and the carriers that hold it while it
+    /// runs (`unwind_bank.rs`). `None` for every task that never did.
+    pub(crate) banked: Option<Box<Banked>>,
 }
 
 /// The shared header of one task: the first field of its cell.
@@ -308,6 +314,7 @@ impl TaskHeader {
                 fresh: true,
                 in_walk: false,
                 ontop_room: (usize::MAX, 0),
+                banked: None,
             }),
             locals: UnsafeCell::new(LocalMap::default()),
             spawned_at,
