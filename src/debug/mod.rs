@@ -35,11 +35,13 @@
 //! live tasks that a spawn fills without a lock (`ARCHITECTURE.md`, "Task
 //! dumps").
 
+pub(crate) mod blocked_call;
 mod dump;
 mod signal;
 pub(crate) mod stall;
 mod walk;
 
+pub use blocked_call::BACKTRACE_SIGNAL_OFFSET;
 pub use dump::{BlockedThread, Dump, TaskDump, TaskState};
 pub use signal::install_signal_dump;
 
