@@ -97,6 +97,17 @@
 //! can cause it; std's wrappers of them (`read_exact`, `write_all`,
 //! `thread::sleep`) retry.
 //!
+//! So that a diagnostic never changes what a program does, the Dispatcher
+//! first reads the system call the thread sleeps in
+//! (`/proc/self/task/<tid>/syscall`, as its blocking detection does) and
+//! sends no signal when it is one of those a signal would cut short
+//! ([`cut_short_by_signal`]): a raw `nanosleep` of the program's would
+//! return early, and `std::thread::sleep` cannot be told from it. The
+//! report then names that system call instead of a backtrace. What stays:
+//! a thread that enters such a call between that read and the signal (a
+//! window of microseconds, once per blocked spell), and a socket call with
+//! a timeout, which `/proc` does not tell from one without.
+//!
 //! # Once per spell
 //!
 //! The Dispatcher asks once per blocked spell (a Processer and the switch
@@ -302,6 +313,52 @@ fn interrupted_pc(uc: *mut c_void) -> usize {
     return unsafe { (*uc.cast::<libc::ucontext_t>()).uc_mcontext.pc as usize };
     #[allow(unreachable_code)]
     0
+}
+
+/// Why no signal may be sent to a thread asleep in the system call that
+/// `syscall` (the contents of its `/proc/self/task/<tid>/syscall`) names:
+/// one that a signal handler ends with `EINTR` (or early) whatever
+/// `SA_RESTART` says (signal(7)). `None` for any other call, or a thread
+/// running.
+pub(crate) fn cut_short_by_signal(syscall: &[u8]) -> Option<&'static str> {
+    let nr = syscall
+        .split(|&b| b == b' ')
+        .next()
+        .and_then(|t| std::str::from_utf8(t).ok())
+        .and_then(|t| t.trim().parse::<libc::c_long>().ok())?;
+    Some(match nr {
+        libc::SYS_nanosleep | libc::SYS_clock_nanosleep => {
+            "it sleeps in the nanosleep system call (std::thread::sleep, libc's sleep), which a \
+             signal would end early: no backtrace was taken"
+        }
+        libc::SYS_ppoll | libc::SYS_pselect6 => {
+            "it waits in the poll or select system call, which a signal would end with EINTR: \
+             no backtrace was taken"
+        }
+        libc::SYS_epoll_pwait | libc::SYS_epoll_pwait2 => {
+            "it waits in the epoll_wait system call, which a signal would end with EINTR: no \
+             backtrace was taken"
+        }
+        libc::SYS_io_getevents | libc::SYS_semtimedop => {
+            "it waits in a system call that a signal would end with EINTR (io_getevents, \
+             semop): no backtrace was taken"
+        }
+        libc::SYS_rt_sigtimedwait | libc::SYS_rt_sigsuspend => {
+            "it waits for a signal (sigtimedwait, sigsuspend), which gofer's signal would end: \
+             no backtrace was taken"
+        }
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_poll | libc::SYS_select | libc::SYS_epoll_wait | libc::SYS_pause => {
+            "it waits in the poll, select, epoll_wait or pause system call, which a signal \
+             would end with EINTR: no backtrace was taken"
+        }
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_semop => {
+            "it waits in the semop system call, which a signal would end with EINTR: no \
+             backtrace was taken"
+        }
+        _ => return None,
+    })
 }
 
 /// A request in flight, held by its requester.
@@ -539,5 +596,26 @@ impl Drop for AltStack {
             libc::sigaltstack(&prev, std::ptr::null_mut());
             libc::munmap(self.mem, self.len);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut_short_by_signal;
+
+    #[test]
+    fn a_sleep_or_a_poll_is_never_signalled_a_futex_wait_or_a_read_is() {
+        let line = |nr: libc::c_long| format!("{nr} 0x7f00 0x80 0x0 0x0 0x0 0x0 0x7ffd0 0x7f001\n");
+        for nr in [
+            libc::SYS_nanosleep,
+            libc::SYS_clock_nanosleep,
+            libc::SYS_ppoll,
+        ] {
+            assert!(cut_short_by_signal(line(nr).as_bytes()).is_some(), "{nr}");
+        }
+        for nr in [libc::SYS_futex, libc::SYS_read, libc::SYS_accept4] {
+            assert!(cut_short_by_signal(line(nr).as_bytes()).is_none(), "{nr}");
+        }
+        assert!(cut_short_by_signal(b"running\n").is_none());
     }
 }

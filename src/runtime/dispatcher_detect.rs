@@ -562,7 +562,15 @@ impl Dispatcher {
                 continue;
             }
             let Some(tid) = p.tid() else { continue };
-            match blocked_call::ask(tid) {
+            // Never cut short a call that a signal would end early.
+            let mut syscall = [0u8; 32];
+            let cut = read_task_file(tid, "syscall", &mut syscall)
+                .and_then(|n| blocked_call::cut_short_by_signal(&syscall[..n]));
+            let asked = match cut {
+                Some(why) => Err(why),
+                None => blocked_call::ask(tid),
+            };
+            match asked {
                 Ok(Some(request)) => {
                     v.traced = true;
                     self.tracing = Some(Tracing {
