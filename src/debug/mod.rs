@@ -31,6 +31,12 @@
 //! prints one when every task of a scheduler has been parked for a while
 //! with nothing but each other to wake them.
 //!
+//! A thread that a task blocks (a `parking_lot` condvar inside a pool's
+//! `get`, a std channel's `recv`) is listed with the call it is blocked
+//! in, a backtrace taken from that thread on a signal gofer owns
+//! ([`BACKTRACE_SIGNAL_OFFSET`]; [`BlockedThread::blocked_in`]), and the
+//! fix.
+//!
 //! Nothing here costs anything until a dump is taken, beyond a registry of
 //! live tasks that a spawn fills without a lock (`ARCHITECTURE.md`, "Task
 //! dumps").
