@@ -37,7 +37,9 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::blocked_call;
 use super::walk::{self, NoWalk, WalkJob};
+use crate::runtime::processer_shared::Kind;
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{DumpHold, TaskHeader, TaskRef, PHASE_DONE, PHASE_NEW};
 use crate::runtime::wait::WaitOn;
@@ -116,6 +118,11 @@ pub struct BlockedThread {
     task_name: Option<Box<str>>,
     blocked_for: Duration,
     tasks_behind: usize,
+    /// The call the running task is blocked in, symbolized.
+    call: Option<Arc<str>>,
+    /// Why the call is not known, when a backtrace was asked for and none
+    /// came.
+    call_missing: Option<&'static str>,
 }
 
 impl BlockedThread {
@@ -145,6 +152,56 @@ impl BlockedThread {
     /// The runnable tasks in the dump that can run only on this thread.
     pub fn tasks_behind(&self) -> usize {
         self.tasks_behind
+    }
+
+    /// The call the running task is blocked in: a backtrace taken from
+    /// the blocked thread itself, symbolized, innermost first, one frame
+    /// per line (`function`, then `    at file:line` when known), from the
+    /// call that blocks (say `parking_lot::condvar::Condvar::wait`) down to
+    /// the task's entry. Taken once per blocked spell, for a thread with
+    /// started tasks behind it or while every thread is blocked, on a
+    /// signal gofer owns ([`BACKTRACE_SIGNAL_OFFSET`]); a dump taken within
+    /// a cycle or two of the block's detection may not have it yet.
+    ///
+    /// [`BACKTRACE_SIGNAL_OFFSET`]: crate::debug::BACKTRACE_SIGNAL_OFFSET
+    pub fn blocked_in(&self) -> Option<&str> {
+        self.call.as_deref()
+    }
+
+    /// What to do about the call [`blocked_in`](Self::blocked_in) names:
+    /// run it on the blocking pool (`gofer::unblock`), or use gofer's own
+    /// locks and condition variables (`gofer::sync`) or channels
+    /// (`gofer::chan`), which park the task instead of the thread.
+    pub fn fix(&self) -> Option<&'static str> {
+        self.call
+            .as_deref()
+            .map(crate::debug::blocked_call::fix_for)
+    }
+
+    /// Why [`blocked_in`](Self::blocked_in) is `None` although a backtrace
+    /// was asked for (the thread did not answer in time, the program
+    /// handles gofer's signal itself, ...).
+    pub fn blocked_in_missing(&self) -> Option<&'static str> {
+        self.call_missing
+    }
+}
+
+impl BlockedThread {
+    /// Writes the call the thread is blocked in and the fix, each line
+    /// after `indent` (nothing when no backtrace was asked for).
+    pub(crate) fn write_call(&self, f: &mut dyn fmt::Write, indent: &str) -> fmt::Result {
+        if let Some(call) = &self.call {
+            writeln!(f, "{indent}blocked in:")?;
+            for line in call.lines() {
+                writeln!(f, "{indent}  {line}")?;
+            }
+            if let Some(fix) = self.fix() {
+                writeln!(f, "{indent}fix: {fix}")?;
+            }
+        } else if let Some(why) = self.call_missing {
+            writeln!(f, "{indent}(the call it is blocked in is not known: {why})")?;
+        }
+        Ok(())
     }
 }
 
@@ -252,6 +309,9 @@ impl TaskDump {
 pub struct Dump {
     tasks: Vec<TaskDump>,
     blocked: Vec<Arc<BlockedThread>>,
+    /// One line per scheduler whose every thread is blocked at
+    /// `max_threads` with tasks queued (`Shared::all_blocked`).
+    all_blocked: Vec<String>,
     schedulers: usize,
     took: Duration,
 }
@@ -293,6 +353,16 @@ impl Dump {
             }
         }
         let mut blocked = taker.blocked;
+        for (b, frames) in &taker.calls {
+            let text = frames.render(&mut |ip| {
+                taker
+                    .symbols
+                    .entry(ip)
+                    .or_insert_with(|| walk::symbolize(ip))
+                    .clone()
+            });
+            blocked[*b].call = Some(text.into());
+        }
         for t in &tasks {
             if let Some(b) = t.behind_ix {
                 blocked[b].tasks_behind += 1;
@@ -306,6 +376,7 @@ impl Dump {
         Dump {
             tasks,
             blocked,
+            all_blocked: taker.all_blocked,
             schedulers: schedulers.len(),
             took: started.elapsed(),
         }
@@ -324,6 +395,11 @@ struct Taker {
     /// The blocked threads seen so far (their `tasks_behind` counted once
     /// every task is seen).
     blocked: Vec<BlockedThread>,
+    /// The raw backtraces of blocked threads, by index into `blocked`,
+    /// symbolized once every task is seen.
+    calls: Vec<(usize, blocked_call::Frames)>,
+    /// See `Dump::all_blocked`.
+    all_blocked: Vec<String>,
 }
 
 /// What a dump needs to know of one Processer.
@@ -342,9 +418,24 @@ impl Taker {
         let mut refs: Vec<TaskRef> = Vec::new();
         s.live.for_each(&mut |t| refs.push(t));
         let now = Instant::now();
+        let snapshot = s.processers_snapshot();
+        if let Some(queued) = s.all_blocked(&snapshot) {
+            let threads = snapshot
+                .iter()
+                .filter(|p| p.kind != Kind::Caller && !p.retired.load(Relaxed))
+                .count();
+            self.all_blocked.push(format!(
+                "every Processer thread of scheduler '{}' is blocked ({threads} of max_threads \
+                 {}): {queued} queued task{} that any thread could run wait{} for one to be \
+                 free (most not started yet); the calls the threads are blocked in are below",
+                s.config.name,
+                s.config.max_threads,
+                plural(queued),
+                if queued == 1 { "s" } else { "" },
+            ));
+        }
         // Sorted by index, as the table is.
-        let procs: Vec<ProcView> = s
-            .processers_snapshot()
+        let procs: Vec<ProcView> = snapshot
             .iter()
             .map(|p| {
                 let thread: Arc<str> = p.thread_name(&s.config.name).into();
@@ -358,12 +449,20 @@ impl Taker {
                         // The running task, if it is among the live ones
                         // (compared by address, never dereferenced here).
                         let task = refs.iter().find(|t| std::ptr::eq(t.as_ptr(), cur));
+                        let mut call_missing = None;
+                        match p.blocked_call_now().map(|c| c.answer) {
+                            Some(Ok(frames)) => self.calls.push((self.blocked.len(), frames)),
+                            Some(Err(why)) => call_missing = Some(why),
+                            None => {}
+                        }
                         self.blocked.push(BlockedThread {
                             thread: thread.clone(),
                             task_id: task.map(|t| t.id.as_u64()),
                             task_name: task.and_then(|t| t.name.clone()),
                             blocked_for: now.saturating_duration_since(since),
                             tasks_behind: 0,
+                            call: None,
+                            call_missing,
                         });
                         Some(self.blocked.len() - 1)
                     }
@@ -485,16 +584,7 @@ fn render_stack(ips: &[usize], cache: &mut Map<usize, Vec<walk::Symbol>>) -> Arc
         let syms = cache.entry(ip).or_insert_with(|| walk::symbolize(ip));
         frames.extend(syms.iter().cloned());
     }
-    let kept = walk::trim(&frames);
-    let mut out = String::new();
-    for f in kept {
-        out.push_str(&f.name);
-        if let (Some(file), Some(line)) = (&f.file, f.line) {
-            out.push_str(&format!("\n    at {file}:{line}"));
-        }
-        out.push('\n');
-    }
-    out.into()
+    walk::render(walk::trim(&frames)).into()
 }
 
 impl fmt::Display for Dump {
@@ -508,6 +598,9 @@ impl fmt::Display for Dump {
             plural(self.schedulers),
             self.took
         )?;
+        for line in &self.all_blocked {
+            writeln!(f, "{line}")?;
+        }
         for b in &self.blocked {
             writeln!(
                 f,
@@ -516,6 +609,7 @@ impl fmt::Display for Dump {
                 plural(b.tasks_behind),
                 if b.tasks_behind == 1 { "s" } else { "" }
             )?;
+            b.write_call(f, "  ")?;
         }
         // Group: same state, wait kind, spawn site and stack.
         type Key<'a> = (

@@ -31,15 +31,23 @@
 //! prints one when every task of a scheduler has been parked for a while
 //! with nothing but each other to wake them.
 //!
+//! A thread that a task blocks (a `parking_lot` condvar inside a pool's
+//! `get`, a std channel's `recv`) is listed with the call it is blocked
+//! in, a backtrace taken from that thread on a signal gofer owns
+//! ([`BACKTRACE_SIGNAL_OFFSET`]; [`BlockedThread::blocked_in`]), and the
+//! fix.
+//!
 //! Nothing here costs anything until a dump is taken, beyond a registry of
 //! live tasks that a spawn fills without a lock (`ARCHITECTURE.md`, "Task
 //! dumps").
 
+pub(crate) mod blocked_call;
 mod dump;
 mod signal;
 pub(crate) mod stall;
 mod walk;
 
+pub use blocked_call::BACKTRACE_SIGNAL_OFFSET;
 pub use dump::{BlockedThread, Dump, TaskDump, TaskState};
 pub use signal::install_signal_dump;
 

@@ -21,17 +21,32 @@
 //! marked blocked, and has held so for the set time, while started tasks
 //! that can run on no other thread are runnable behind it
 //! (`ProcesserShared::behind`). The report names the thread, the task
-//! whose call blocks it, how long, and how many tasks wait; once per
-//! blocked spell (a Processer and the switch count it stands at).
+//! whose call blocks it, how long, how many tasks wait, the call itself (a
+//! backtrace the Dispatcher took from the blocked thread,
+//! `blocked_call.rs`) and the fix; once per blocked spell (a Processer and
+//! the switch count it stands at). While that backtrace is still coming,
+//! the report waits for it, up to [`CALL_WAIT`] past the set time.
+//!
+//! And it reports, once per episode, a scheduler whose every thread has
+//! been blocked at `max_threads` for the set time with tasks queued that
+//! no thread is free to start (`Shared::all_blocked`): a fan-out hang,
+//! which the count of tasks behind blocked threads does not show (the
+//! stuck tasks have not started).
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::dump::{Dump, TaskState};
+use super::dump::{BlockedThread, Dump, TaskState};
 use crate::runtime::processer_shared::ProcesserShared;
 use crate::runtime::shared::Shared;
+
+/// How long past the set time a report of a blocked thread waits for the
+/// backtrace of the call it is blocked in, which the Dispatcher asks for
+/// at once and gets within a cycle or two (or gives up on after
+/// `blocked_call::ANSWER_WITHIN`).
+const CALL_WAIT: Duration = Duration::from_secs(1);
 
 /// Starts the watcher if the scheduler asks for stall reports.
 pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
@@ -68,6 +83,9 @@ fn watch(weak: Weak<Shared>, after: Duration) {
     let mut reported = false;
     // Blocked spells reported: (Processer index, switch count).
     let mut blocks_reported: Vec<(usize, u64)> = Vec::new();
+    // Since when every thread has been blocked, and whether that episode
+    // was reported.
+    let mut all_blocked: Option<(Instant, bool)> = None;
     loop {
         std::thread::park_timeout(every);
         let Some(s) = weak.upgrade() else { return };
@@ -75,6 +93,7 @@ fn watch(weak: Weak<Shared>, after: Duration) {
             return;
         }
         report_blocked(&s, after, &mut blocks_reported);
+        report_all_blocked(&s, after, &mut all_blocked);
         let now_activity = activity(&s);
         if last != Some(now_activity) {
             last = Some(now_activity);
@@ -132,12 +151,17 @@ fn report_blocked(s: &Arc<Shared>, after: Duration, done: &mut Vec<(usize, u64)>
         .filter(|p| {
             // Acquire: pairs with the Dispatcher's Release store of
             // `blocked`, made after it set `blocked_since`.
+            let held = p
+                .blocked_since
+                .lock()
+                .map(|t| now.saturating_duration_since(t));
             p.blocked.load(Ordering::Acquire)
                 && p.behind.load(Ordering::Relaxed) > 0
-                && p.blocked_since
-                    .lock()
-                    .is_some_and(|t| now.saturating_duration_since(t) >= after)
+                && held.is_some_and(|h| h >= after)
                 && !done.contains(&spell(p))
+                // The backtrace of its call came, or will not.
+                && (p.blocked_call_now().is_some()
+                    || held.is_some_and(|h| h >= after.saturating_add(CALL_WAIT)))
         })
         .collect();
     if due.is_empty() {
@@ -169,8 +193,56 @@ fn report_blocked(s: &Arc<Shared>, after: Duration, done: &mut Vec<(usize, u64)>
             s.config.name,
             if behind == 1 { "" } else { "s" },
         );
+        write_call(&mut err, b);
     }
     let _ = writeln!(err, "{dump}");
+    let _ = err.flush();
+}
+
+/// Writes the call a blocked thread is blocked in, and the fix.
+fn write_call(err: &mut impl Write, b: Option<&BlockedThread>) {
+    let mut text = String::new();
+    if let Some(b) = b {
+        let _ = b.write_call(&mut text, "  ");
+    }
+    let _ = err.write_all(text.as_bytes());
+}
+
+/// Reports a scheduler whose every thread has been blocked at
+/// `max_threads` for `after` with tasks queued, once per episode (`state`:
+/// since when, and whether reported).
+fn report_all_blocked(s: &Arc<Shared>, after: Duration, state: &mut Option<(Instant, bool)>) {
+    let procs = s.processers_snapshot();
+    let Some(queued) = s.all_blocked(&procs) else {
+        *state = None;
+        return;
+    };
+    let now = Instant::now();
+    let (since, reported) = state.get_or_insert((now, false));
+    let lasted = now.saturating_duration_since(*since);
+    if *reported || lasted < after {
+        return;
+    }
+    // Wait for the backtraces of the threads' calls, up to CALL_WAIT.
+    let traced = procs
+        .iter()
+        .filter(|p| p.blocked.load(Ordering::Relaxed))
+        .all(|p| p.blocked_call_now().is_some());
+    if !traced && lasted < after.saturating_add(CALL_WAIT) {
+        return;
+    }
+    *reported = true;
+    let dump = Dump::take(std::slice::from_ref(s));
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "stall: every Processer thread of scheduler '{}' has been blocked for {lasted:.1?} at \
+         max_threads {}, with {queued} queued task{} that no thread is free to start (each \
+         thread's call is in the dump below)\n{dump}",
+        s.config.name,
+        s.config.max_threads,
+        if queued == 1 { "" } else { "s" },
+    );
     let _ = err.flush();
 }
 

@@ -275,12 +275,38 @@ pub(crate) fn trim(frames: &[Symbol]) -> &[Symbol] {
         .iter()
         .position(|f| !is_machinery(&f.name))
         .unwrap_or(frames.len().saturating_sub(1));
-    let mut frames = &frames[start..];
+    trim_below(&frames[start..])
+}
+
+/// Trims frames (innermost first) below the task's entry: the task's root
+/// and the library glue between it and the user's outermost frame (kept
+/// when no other frame would be left). What a blocked thread's backtrace
+/// (`blocked_call.rs`), which has no switching frames above, needs.
+pub(crate) fn trim_below(frames: &[Symbol]) -> &[Symbol] {
+    let end = frames
+        .iter()
+        .position(|f| is_root(&f.name))
+        .unwrap_or(frames.len());
+    let mut frames = &frames[..end];
     // Library glue between the user's closure and the root.
     while frames.len() > 1 && frames.last().is_some_and(|f| is_library(&f.name)) {
         frames = &frames[..frames.len() - 1];
     }
     frames
+}
+
+/// The text of trimmed frames, one per line (`function`, then `    at
+/// file:line` when known).
+pub(crate) fn render(frames: &[Symbol]) -> String {
+    let mut out = String::new();
+    for f in frames {
+        out.push_str(&f.name);
+        if let (Some(file), Some(line)) = (&f.file, f.line) {
+            out.push_str(&format!("\n    at {file}:{line}"));
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

@@ -101,7 +101,7 @@ use super::task::Runnable;
 use super::timer;
 
 pub(crate) use super::dispatcher_detect::watch_after;
-use super::dispatcher_detect::{Sample, Seen, View};
+use super::dispatcher_detect::{Sample, Seen, Tracing, View};
 
 /// The sampling period backs off to at most this many dispatch intervals
 /// while no Processer is a suspect.
@@ -300,6 +300,8 @@ pub(super) struct Dispatcher {
     pub(super) seen: Vec<(usize, Seen)>,
     /// Where the next balance slice starts.
     pub(super) balance_from: usize,
+    /// The backtrace request in flight, if any (`trace_blocked`).
+    pub(super) tracing: Option<Tracing>,
     /// Tasks a poll of the reactor woke (kept to reuse its allocation).
     pub(super) woken: Vec<Runnable>,
     /// Scratch space of a firing of timers (kept to reuse its allocation).
@@ -318,6 +320,7 @@ impl Dispatcher {
             blocked: Vec::new(),
             seen: Vec::new(),
             balance_from: 0,
+            tracing: None,
             woken: Vec::new(),
             due: Vec::new(),
             fired: Vec::new(),
@@ -360,6 +363,7 @@ impl Dispatcher {
                 all_watched,
                 any_movable,
             } = self.sample(&procs);
+            self.trace_blocked(&procs);
             self.rescue_and_grow(&procs);
             self.balance(&procs);
             self.cover_timers_and_io(&procs, interval);

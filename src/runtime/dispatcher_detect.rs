@@ -72,7 +72,17 @@ use std::time::{Duration, Instant};
 use super::dispatcher::Dispatcher;
 use super::dispatcher_rescue::queued_movable;
 use super::processer::NEW_QUEUE_INTERVAL;
-use super::processer_shared::ProcesserShared;
+use super::processer_shared::{BlockedCall, ProcesserShared};
+use crate::debug::blocked_call;
+
+/// The backtrace request in flight ([`Dispatcher::trace_blocked`]).
+pub(super) struct Tracing {
+    /// The Processer whose thread was asked.
+    pub(super) p: Arc<ProcesserShared>,
+    /// The switch count of the spell it was asked in.
+    pub(super) switches: u64,
+    pub(super) request: blocked_call::Request,
+}
 
 /// A kernel-blocked suspect's thread must have used less than
 /// `1 / CPU_FRACTION` of the wall time.
@@ -117,6 +127,9 @@ pub(super) struct View {
     pub(super) behind: usize,
     /// While blocked: this spell was counted in `blocked_with_behind`.
     pub(super) behind_counted: bool,
+    /// While blocked: the thread's backtrace was asked for (or found
+    /// impossible) in this spell (see [`Dispatcher::trace_blocked`]).
+    pub(super) traced: bool,
 }
 
 /// What the last rescue from a blocked Processer left behind: only tasks
@@ -367,6 +380,7 @@ impl View {
             held: None,
             behind: 0,
             behind_counted: false,
+            traced: false,
         }
     }
 
@@ -392,12 +406,14 @@ impl View {
             || self.sleepy != 0
             || self.held.is_some()
             || self.behind_counted
+            || self.traced
         {
             self.first_cpu = None;
             self.last_cpu = None;
             self.sleepy = 0;
             self.held = None;
             self.behind_counted = false;
+            self.traced = false;
             if self.behind != 0 {
                 self.behind = 0;
                 self.p.behind.store(0, Ordering::Relaxed);
@@ -514,6 +530,65 @@ impl Dispatcher {
                     .dispatch
                     .blocked_with_behind
                     .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes the backtrace of blocked threads (`debug/blocked_call.rs`):
+    /// once per blocked spell, for a thread with started tasks runnable
+    /// behind it, or for every blocked thread while all are blocked at
+    /// `max_threads` with tasks queued. One request in flight at a time:
+    /// this collects the answer to the last one, if it came (or gave up,
+    /// after `blocked_call::ANSWER_WITHIN`), into the Processer's
+    /// `blocked_call`, and asks the next thread. It never waits: a signal
+    /// sent, or a few loads, per cycle. The answer comes within a cycle or
+    /// two of the first blocked mark, so a dump shows the call well within
+    /// a second.
+    pub(super) fn trace_blocked(&mut self, procs: &[Arc<ProcesserShared>]) {
+        if let Some(t) = &self.tracing {
+            let Some(answer) = blocked_call::poll(&t.request) else {
+                return;
+            };
+            *t.p.blocked_call.lock() = Some(BlockedCall {
+                switches: t.switches,
+                answer,
+            });
+            self.tracing = None;
+        }
+        let all_blocked = self.shared.all_blocked(procs).is_some();
+        for &i in &self.blocked {
+            let (p, v) = (&procs[i], &mut self.views[i]);
+            if v.traced || !(v.behind > 0 || all_blocked) || !p.blocked.load(Ordering::Relaxed) {
+                continue;
+            }
+            let Some(tid) = p.tid() else { continue };
+            // Never cut short a call that a signal would end early.
+            let mut syscall = [0u8; 32];
+            let cut = read_task_file(tid, "syscall", &mut syscall)
+                .and_then(|n| blocked_call::cut_short_by_signal(&syscall[..n]));
+            let asked = match cut {
+                Some(why) => Err(why),
+                None => blocked_call::ask(tid),
+            };
+            match asked {
+                Ok(Some(request)) => {
+                    v.traced = true;
+                    self.tracing = Some(Tracing {
+                        p: p.clone(),
+                        switches: v.switches,
+                        request,
+                    });
+                    return;
+                }
+                // Another scheduler's request is in flight: next cycle.
+                Ok(None) => return,
+                Err(why) => {
+                    v.traced = true;
+                    *p.blocked_call.lock() = Some(BlockedCall {
+                        switches: v.switches,
+                        answer: Err(why),
+                    });
+                }
             }
         }
     }

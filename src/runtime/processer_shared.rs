@@ -31,6 +31,27 @@ use super::lock::Sleeper;
 use super::next_slot::NextSlot;
 use super::task::{Runnable, TaskHeader};
 
+/// A blocked spell's backtrace ([`ProcesserShared::blocked_call`]).
+#[derive(Clone, Debug)]
+pub(crate) struct BlockedCall {
+    /// The switch count the Processer stood at in that spell.
+    pub(crate) switches: u64,
+    /// The raw frames, or why there are none.
+    pub(crate) answer: crate::debug::blocked_call::Answer,
+}
+
+impl ProcesserShared {
+    /// The call the running task is blocked in, if the Dispatcher took it
+    /// in the present blocked spell.
+    pub(crate) fn blocked_call_now(&self) -> Option<BlockedCall> {
+        let call = self.blocked_call.lock().clone()?;
+        // Acquire: pairs with the Dispatcher's Release store of `blocked`.
+        (self.blocked.load(Ordering::Acquire)
+            && self.switches.load(Ordering::Relaxed) == call.switches)
+            .then_some(call)
+    }
+}
+
 /// What kind of thread runs a Processer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -135,6 +156,15 @@ pub(crate) struct ProcesserShared {
     /// Dispatcher before it sets `blocked`; read by task dumps and the
     /// stall report. A lock, not an atomic: both sides are rare.
     pub(crate) blocked_since: Mutex<Option<Instant>>,
+    /// The call the running task is blocked in: the backtrace the
+    /// Dispatcher took from the thread (`debug/blocked_call.rs`) once in a
+    /// blocked spell, tagged with the spell's switch count. Written by the
+    /// Dispatcher; read by task dumps and the stall report, which show it
+    /// only while `blocked` is set and `switches` still shows that count:
+    /// the tag keeps a reader from showing one spell's call for a later
+    /// spell (the thread switched, and blocked again elsewhere, between
+    /// the Dispatcher's write and the read). A lock: both sides are rare.
+    pub(crate) blocked_call: Mutex<Option<BlockedCall>>,
     /// While `blocked`: tasks runnable here that can run on no other
     /// thread ([`runnable_pinned`](Self::runnable_pinned)), as counted by
     /// the Dispatcher at its last sample; 0 once the Dispatcher has seen
@@ -358,6 +388,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         look_out: AtomicU8::new(0),
         blocked: AtomicBool::new(false),
         blocked_since: Mutex::new(None),
+        blocked_call: Mutex::new(None),
         behind: AtomicUsize::new(0),
         pinned_local_len: AtomicUsize::new(0),
         retired: AtomicBool::new(false),

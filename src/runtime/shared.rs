@@ -335,9 +335,13 @@ impl Shared {
             .spawn(move || {
                 processer_shared::bind_thread(&p2);
                 processer_shared::tight_timer_slack();
+                // Room for the blocked-call backtrace handler to walk on
+                // (`debug/blocked_call.rs`), for the thread's life.
+                let alt = crate::debug::blocked_call::AltStack::install();
                 let local = ProcLocal::new(p2.clone(), me.clone(), worker);
                 local.run(None);
                 drop(local);
+                drop(alt);
                 me.processer_exited(&p2);
             });
         match spawned {
@@ -622,8 +626,38 @@ impl Shared {
         self.timers.clear();
     }
 
+    /// When every Processer thread of the scheduler is marked blocked with
+    /// the thread count at `max_threads` (so the Dispatcher can start no
+    /// other), and tasks that any free thread could run are queued on
+    /// them: how many (most of them not started yet). `None` otherwise,
+    /// and always without a Dispatcher (`max_threads` of 1). `block_on`
+    /// callers do not count: they run only their own task. Read from
+    /// Relaxed hints: a snapshot, as `stats` is.
+    pub(crate) fn all_blocked(&self, procs: &[Arc<ProcesserShared>]) -> Option<usize> {
+        if self.config.max_threads <= 1
+            || self.threads.load(Ordering::Relaxed) < self.config.max_threads
+        {
+            return None;
+        }
+        let mut any = false;
+        let mut queued = 0;
+        for p in procs {
+            if p.kind == Kind::Caller || p.retired.load(Ordering::Relaxed) {
+                continue;
+            }
+            if !p.blocked.load(Ordering::Relaxed) {
+                return None;
+            }
+            any = true;
+            queued +=
+                super::dispatcher_rescue::queued_movable(p) + p.placed.load(Ordering::Relaxed);
+        }
+        (any && queued > 0).then_some(queued)
+    }
+
     pub(crate) fn stats(&self) -> Stats {
         let procs = self.processers_snapshot();
+        let all_blocked = self.all_blocked(&procs);
         let processers: Vec<ProcesserStats> = procs
             .iter()
             .map(|p| ProcesserStats {
@@ -657,6 +691,8 @@ impl Shared {
             blocked_detections: d.detections.load(Ordering::Relaxed),
             tasks_behind_blocked: processers.iter().map(|p| p.tasks_behind).sum(),
             blocked_with_tasks_behind: d.blocked_with_behind.load(Ordering::Relaxed),
+            all_blocked: all_blocked.is_some(),
+            tasks_queued_all_blocked: all_blocked.unwrap_or(0),
             tasks_rescued: d.rescued.load(Ordering::Relaxed),
             tasks_moved_again: d.moved_again.load(Ordering::Relaxed),
             threads_started: self.threads_started.load(Ordering::Relaxed),

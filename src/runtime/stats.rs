@@ -39,6 +39,19 @@ pub struct Stats {
     /// first finds tasks waiting there): blocks that held up other tasks,
     /// out of `blocked_detections`.
     pub blocked_with_tasks_behind: u64,
+    /// Every Processer thread is marked blocked, the thread count is at
+    /// `max_threads` (so the Dispatcher may start no other), and tasks are
+    /// queued that any free thread could run: a fan-out hang (a hundred
+    /// consumers each blocking a thread in a std channel's `recv`, say)
+    /// looks like this, with `tasks_behind_blocked` near 0 because the
+    /// stuck tasks have not started. The task dump and the stall report
+    /// say so too, with the call each thread is blocked in. Refreshed at
+    /// each call (from the Dispatcher's marks, which need `max_threads` of
+    /// 2 or more).
+    pub all_blocked: bool,
+    /// While `all_blocked`: the tasks queued on the blocked threads that
+    /// any free thread could run (most not started yet); 0 otherwise.
+    pub tasks_queued_all_blocked: usize,
     /// Tasks the Dispatcher moved off blocked Processers.
     pub tasks_rescued: u64,
     /// Of `tasks_rescued`, moves of a task that an earlier rescue had moved
