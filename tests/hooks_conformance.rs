@@ -1604,11 +1604,15 @@ fn pipe_fds() -> (i32, i32) {
     (fds[0], fds[1])
 }
 
-/// Two pipes; a peer writes one byte into the second after `after`.
-fn two_pipes(mode: Mode, after: Duration) -> ([i32; 2], [i32; 2], Peer<()>) {
+/// Two pipes; a plain thread writes one byte into the second after
+/// `after`. Never a task, in any mode: a wait on several descriptors (or
+/// on an epoll instance) blocks its thread inside a task too (an event
+/// loop's wait, which must not let a sibling task run), and a peer task
+/// on the check's one-Processer scheduler would never get to write.
+fn two_pipes(after: Duration) -> ([i32; 2], [i32; 2], Peer<()>) {
     let (r1, w1) = pipe_fds();
     let (r2, w2) = pipe_fds();
-    let p = mode.peer(move || {
+    let p = Peer::start(false, move || {
         std::thread::sleep(after);
         // SAFETY: one byte from a live buffer.
         unsafe { libc::write(w2, b"x".as_ptr().cast(), 1) };
@@ -1623,7 +1627,8 @@ fn close_all(fds: &[i32]) {
     }
 }
 
-fn several_descriptors(mode: Mode) -> impl Debug {
+// The same in every mode: the peers are plain threads (see `two_pipes`).
+fn several_descriptors(_: Mode) -> impl Debug {
     let pfds = |r: [i32; 2]| {
         r.map(|fd| libc::pollfd {
             fd,
@@ -1633,7 +1638,7 @@ fn several_descriptors(mode: Mode) -> impl Debug {
     };
     // poll on two pipes, one written later; then an expiry; then a
     // descriptor that is not open.
-    let (r, w, p) = two_pipes(mode, Duration::from_millis(50));
+    let (r, w, p) = two_pipes(Duration::from_millis(50));
     let mut fds = pfds(r);
     // SAFETY: two live pollfds.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, 10_000) };
@@ -1652,7 +1657,7 @@ fn several_descriptors(mode: Mode) -> impl Debug {
     close_all(&w);
 
     // ppoll, the same with a timespec.
-    let (r, w, p) = two_pipes(mode, Duration::from_millis(50));
+    let (r, w, p) = two_pipes(Duration::from_millis(50));
     let mut fds = pfds(r);
     let ts = libc::timespec {
         tv_sec: 10,
@@ -1666,7 +1671,7 @@ fn several_descriptors(mode: Mode) -> impl Debug {
     close_all(&w);
 
     // select: the sets as they come back, the timeout left, an error.
-    let (r, w, p) = two_pipes(mode, Duration::from_millis(50));
+    let (r, w, p) = two_pipes(Duration::from_millis(50));
     // SAFETY: fd_set is plain data; FD_ZERO/FD_SET/FD_ISSET on live sets
     // with descriptors below FD_SETSIZE.
     let select = unsafe {
@@ -1714,7 +1719,7 @@ fn several_descriptors(mode: Mode) -> impl Debug {
     close_all(&w);
 
     // epoll_wait on an epoll instance of the program's own.
-    let (r, w, p) = two_pipes(mode, Duration::from_millis(50));
+    let (r, w, p) = two_pipes(Duration::from_millis(50));
     // SAFETY: epoll calls on descriptors the check made, with live events.
     let epoll = unsafe {
         let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);

@@ -7,12 +7,17 @@
 //! from inside a gofer task on a socket or a pipe, tries the real call and,
 //! where it would block, waits through the scheduler's IO manager (the task
 //! parks, the thread runs other tasks), then retries. A call epoll cannot
-//! wait for (a regular file, a lock, a child, a name lookup, a wait on
-//! several descriptors) goes to the scheduler's blocking pool instead: the
-//! task parks while a pool thread makes the real call, and gets its result
-//! and `errno`. Outside a task, on stdio, in a forked child, or on any other
-//! descriptor (a terminal), the call goes to libc unchanged. The real
-//! functions are found with `dlsym(RTLD_NEXT, ...)` once.
+//! wait for (a regular file, a lock, a child, a name lookup), or whose
+//! exact results only the real call gives (`ppoll` or `select` on one
+//! socket), goes to the scheduler's blocking pool instead: the task parks
+//! while a pool thread makes the real call, and gets its result and
+//! `errno`. A wait on an epoll instance or on several descriptors is an
+//! event loop's, made by a library that has thread-local state set around
+//! it (tokio's `block_on` inside sync `postgres`): it blocks the thread, so
+//! no other task of the thread runs inside that state, and the Dispatcher
+//! moves the tasks that have not started. Outside a task, on stdio, in a forked child, or on
+//! any other descriptor (a terminal), the call goes to libc unchanged. The
+//! real functions are found with `dlsym(RTLD_NEXT, ...)` once.
 //!
 //! ```
 //! // True when the binary was built with `--features hooks`.
@@ -28,7 +33,7 @@
 //! | `write`, `writev`, `send`, `sendto`, `sendmsg` | wait writable on `EAGAIN`; `SO_SNDTIMEO` likewise |
 //! | `accept`, `accept4` | wait readable on `EAGAIN` |
 //! | `connect` | non-blocking connect, wait writable, then `SO_ERROR` (`SO_SNDTIMEO` bounds the wait, `ETIMEDOUT` on expiry) |
-//! | `poll` | one socket or pipe: waits through the IO manager; several descriptors, or another kind: the blocking pool; a zero timeout polls in place |
+//! | `poll` | one socket or pipe: waits through the IO manager (for both directions, or for errors only: the blocking pool); several descriptors, none, or one of another kind (an eventfd, a timerfd, an epoll instance): in place, blocking the thread (see below); a zero timeout polls in place |
 //! | `sleep`, `usleep`, `nanosleep`, `clock_nanosleep` (what `std::thread::sleep` calls) | the task sleeps on the scheduler's timers |
 //! | `close` | wakes the tasks waiting on the descriptor (their call fails with `EBADF`), unregisters it, then closes |
 //! | `fcntl(F_SETFL)`, `ioctl(FIONBIO)` | record whether the program asked for non-blocking mode: such a descriptor keeps returning `EAGAIN` |
@@ -45,7 +50,7 @@
 //! | `flock`, `lockf`(`64`), `fcntl(F_SETLKW/F_OFD_SETLKW)` | a lock that may wait (not `LOCK_NB`, `F_TLOCK`, an unlock) |
 //! | `wait`, `waitpid`, `wait4`, `waitid` | without `WNOHANG` |
 //! | `getaddrinfo`, `getnameinfo`, `gethostbyname_r`, `gethostbyname2_r`, `gethostbyaddr_r` | always |
-//! | `ppoll`, `select`, `pselect`, `epoll_wait`, `epoll_pwait` | a timeout other than zero |
+//! | `ppoll`, `select`, `pselect` | a timeout other than zero, on one socket or pipe (the only descriptor in the sets); any other wait is made in place and blocks the thread |
 //! | `splice`, `tee`, `sendfile`(`64`), `copy_file_range`, and their numbers through `syscall` (how std's `io::copy` makes them) | always, unless one of the two descriptors is stdio |
 //!
 //! gofer never changes a descriptor's flags: a task asks the kernel not to
@@ -78,7 +83,17 @@
 //!   static storage (and set `h_errno`) of the calling thread, which a pool
 //!   thread would fill instead; they block their thread.
 //! - `stat` and the path calls other than `open` (`unlink`, `rename`,
-//!   `mkdir`, ...), `close` on a file, `epoll_pwait2`.
+//!   `mkdir`, ...), `close` on a file.
+//! - `epoll_wait`, `epoll_pwait`, `epoll_pwait2`, and `poll`, `ppoll`,
+//!   `select`, `pselect` on several descriptors (or on none, or on one that
+//!   is not a socket or pipe): an event loop's waits. The library running
+//!   the loop has thread-local state set around them (tokio's runtime
+//!   context, for `block_on` inside sync `postgres` or
+//!   `reqwest::blocking`); a task parked there would let the next task of
+//!   the thread run inside that state (its own `block_on` panics "Cannot
+//!   start a runtime from within a runtime"). So they block the thread, as
+//!   without the hooks, and the Dispatcher moves the tasks that have not
+//!   started (ARCHITECTURE.md, "Foreign event loops").
 //! - A task parked in an offloaded call keeps the plain locks it holds (a
 //!   `std::sync::Mutex`) until the call returns, as a thread would; another
 //!   task of the same thread blocking on such a lock holds the thread, and
@@ -99,7 +114,7 @@
 //! forked child, the recursion guard); `io_loop.rs` routes a descriptor and
 //! runs the try-wait-retry loop; `offload.rs` sends a call to the blocking
 //! pool; `data.rs` (reads and writes), `sockets.rs` (`accept`, `connect`),
-//! `poll.rs` (every wait on descriptors), `sleep.rs`, `descriptors.rs`
+//! `poll.rs` (the waits on descriptors), `sleep.rs`, `descriptors.rs`
 //! (`close`, `fcntl`, `dup`, ...), `files.rs` (regular files, `open`),
 //! `wait.rs` (locks, children), `names.rs` (name lookups), `copies.rs`
 //! (`splice`, `sendfile`, ...) and `syscall.rs`

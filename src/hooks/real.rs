@@ -136,8 +136,6 @@ real! {
     ppoll: fn(fds: *mut pollfd, n: nfds_t, t: *const timespec, mask: *const libc::sigset_t) -> c_int;
     select: fn(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int;
     pselect: fn(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *const timespec, mask: *const libc::sigset_t) -> c_int;
-    epoll_wait: fn(epfd: c_int, ev: *mut libc::epoll_event, max: c_int, t: c_int) -> c_int;
-    epoll_pwait: fn(epfd: c_int, ev: *mut libc::epoll_event, max: c_int, t: c_int, mask: *const libc::sigset_t) -> c_int;
     splice: fn(fd_in: c_int, off_in: *mut libc::loff_t, fd_out: c_int, off_out: *mut libc::loff_t, len: size_t, flags: c_uint) -> ssize_t;
     tee: fn(fd_in: c_int, fd_out: c_int, len: size_t, flags: c_uint) -> ssize_t;
     sendfile: fn(out_fd: c_int, in_fd: c_int, offset: *mut libc::off_t, count: size_t) -> ssize_t;

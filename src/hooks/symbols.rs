@@ -45,7 +45,7 @@ static KEEP: Symbols = Symbols([
 ]);
 
 /// The hooks that send a call to the blocking pool, kept as [`KEEP`].
-struct Offloaded([*const (); 42]);
+struct Offloaded([*const (); 40]);
 
 // SAFETY: plain function addresses, never written or dereferenced.
 unsafe impl Sync for Offloaded {}
@@ -89,8 +89,6 @@ static KEEP_OFFLOADED: Offloaded = Offloaded([
     poll::ppoll as *const (),
     poll::select as *const (),
     poll::pselect as *const (),
-    poll::epoll_wait as *const (),
-    poll::epoll_pwait as *const (),
     copies::splice as *const (),
     copies::tee as *const (),
     copies::sendfile as *const (),

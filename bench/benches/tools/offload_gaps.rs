@@ -2,7 +2,10 @@
 //! millisecond) while one task spends about 300 ms in a call that blocks:
 //! spinning in place (the baseline: the thread is held), `gofer::unblock`,
 //! and, through the hooks, a `flock` held by another process, a `waitpid`
-//! for `sleep 0.3`, a `poll` on two pipes written 300 ms later.
+//! for `sleep 0.3`, a `poll` on two pipes written 300 ms later. A wait on
+//! several descriptors blocks its thread by design (an event loop's wait,
+//! ARCHITECTURE.md "Foreign event loops"), so that row now shows a held
+//! thread, like the spinning baseline.
 //!
 //! `cargo run -p gofer-bench --release --features hooks --example offload_gaps [runs]`
 
