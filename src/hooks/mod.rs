@@ -151,6 +151,8 @@ mod guard;
 #[cfg(feature = "hooks")]
 mod io_loop;
 #[cfg(feature = "hooks")]
+mod locks;
+#[cfg(feature = "hooks")]
 mod names;
 #[cfg(feature = "hooks")]
 mod offload;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use libc::{c_int, nfds_t, pollfd};
 
 use super::fdctx::{self, FILE, HOOKED};
-use super::guard::{bypass, guarded, in_task, is_stdio};
+use super::guard::{guarded, is_stdio, may_wait};
 use super::offload::{offload, when};
 use super::real;
 use crate::runtime::io::Interest;
@@ -40,7 +40,7 @@ use crate::runtime::io::Interest;
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     let real_poll = |t: c_int| unsafe { real::poll(fds, n, t) };
-    if timeout == 0 || bypass() || !in_task() {
+    if timeout == 0 || !may_wait() {
         return real_poll(timeout);
     }
     let pooled = || offload(|| real_poll(timeout));
