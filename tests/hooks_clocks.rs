@@ -179,7 +179,9 @@ fn a_task_holding_a_pthread_mutex_does_not_park_in_a_hooked_file_call() {
 }
 
 /// (b) As (a), with a `pthread_rwlock_t` held for writing, and the sibling
-/// taking it for reading.
+/// taking it for reading. (Where the holder parks, glibc's `rdlock` in the
+/// sibling returns `EDEADLK` rather than blocking: it finds the writer's
+/// thread id to be its own, the thread both tasks share.)
 #[test]
 fn a_task_holding_a_pthread_rwlock_does_not_park_in_a_hooked_file_call() {
     in_child_within(
@@ -310,6 +312,9 @@ fn sqlite_with_a_connection_per_task_completes_on_two_processers() {
                     spawn(&sched, move || -> rusqlite::Result<usize> {
                         let conn = rusqlite::Connection::open(&db)?;
                         conn.busy_timeout(Duration::from_secs(30))?;
+                        // WAL's usual setting: no fsync at each commit
+                        // (checkpoints still sync).
+                        conn.pragma_update(None, "synchronous", "NORMAL")?;
                         for n in 0..SQLITE_ROWS {
                             conn.execute("INSERT INTO t VALUES (?1, ?2)", (task, n))?;
                             let seen: usize = conn.query_row(
