@@ -13,6 +13,7 @@ use std::sync::Once;
 
 use libc::c_int;
 
+use super::locks;
 use crate::runtime::context;
 
 thread_local! {
@@ -89,9 +90,28 @@ pub(super) fn in_task() -> bool {
     context::current_task_ptr().is_some()
 }
 
+/// Whether a hook may switch the calling task out for a wait (through the
+/// reactor, the timers, the futex table or the blocking pool): inside a
+/// task, outside the hooks' own runtime code, not in a forked child, and
+/// while the thread holds no C lock (`locks.rs`). Every hook that can wait
+/// asks this (or [`may_park`], which adds one condition) before anything
+/// else; a `false` sends the call to libc, to be made on the thread as on
+/// a plain thread.
+///
+/// The C-lock condition: a task parked while holding a `pthread_mutex_t`
+/// would let its thread run a sibling, and a sibling locking the same
+/// mutex would block the thread its holder needs to resume, for good. So
+/// a holder's calls run in place. The count is the thread's, and it is
+/// exactly the running task's: no task switches out here while it is not
+/// zero, so it is zero at every switch a hook makes, and the task that
+/// runs next counts only its own locks (the module docs of `locks.rs`).
+#[inline(never)] // reads thread-locals: never inlined into a path that switches
+pub(super) fn may_wait() -> bool {
+    !bypass() && in_task() && !locks::held()
+}
+
 /// Whether a hook may park the calling task for a wait of its own (a futex
-/// wait in the table, a call handed to the blocking pool): inside a task,
-/// outside the hooks' own runtime code, and not in a forked child.
+/// wait in the table, a call handed to the blocking pool): [`may_wait`].
 ///
 /// A task in the middle of an unwind parks like any other: the loop takes
 /// its share of std's per-thread panic count off the thread while it is
@@ -102,7 +122,7 @@ pub(super) fn in_task() -> bool {
 /// parked neighbour holds.
 #[inline(never)] // reads thread-locals: never inlined into a path that switches
 pub(super) fn may_park() -> bool {
-    !bypass() && in_task()
+    may_wait()
 }
 
 /// Registers the fork handler, once per process (when the first scheduler

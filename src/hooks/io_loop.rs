@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use libc::{c_int, c_ulong, iovec, msghdr, socklen_t, ssize_t};
 
 use super::fdctx::{self, FdCtx, FILE, HOOKED, KNOWN, SOCKET, USER_NONBLOCK};
-use super::guard::{bypass, errno, guarded, in_task, is_stdio, may_park, set_errno};
+use super::guard::{errno, guarded, is_stdio, may_park, may_wait, set_errno};
 use super::offload::offload;
 use super::real;
 use crate::runtime::io::{poll_fd, Interest, Registration};
@@ -48,12 +48,14 @@ pub(super) enum Route {
 
 /// A call waits through the reactor only inside a task, on a socket or a
 /// pipe (one the kernel can be asked not to block on, call by call), that
-/// the program has not made non-blocking itself and that is not stdio.
+/// the program has not made non-blocking itself and that is not stdio,
+/// and only while the task may switch out at all (`guard::may_wait`: not
+/// while its thread holds a C lock).
 /// Inside a task, a regular file or block device (not stdio) goes to the
 /// blocking pool. Everything else, every call on a plain thread included,
 /// is libc's, exactly as without the hooks.
 pub(super) fn route(fd: c_int) -> Route {
-    if is_stdio(fd) || bypass() || !in_task() {
+    if is_stdio(fd) || !may_wait() {
         return Route::Pass;
     }
     let Some(ctx) = fdctx::get(fd) else {

@@ -41,8 +41,9 @@
 //! | `dup`, `dup2`, `dup3` | the new descriptor gets its own bookkeeping; the one `dup2`/`dup3` replace is closed as by `close` |
 //! | `syscall(SYS_futex, ...)` (how std's `Mutex`, `RwLock`, `Condvar` and `Once` wait) | `FUTEX_WAIT`/`FUTEX_WAIT_BITSET` on a lock's own word park the task (a word of the thread's own blocks it, see below) on a waiter table keyed by address (timeouts on the scheduler's timers, `ETIMEDOUT` on expiry); `FUTEX_WAKE`/`FUTEX_WAKE_BITSET` from any thread wake the table's tasks first, then pass the rest of the count to the kernel's waiters, and return the total woken; see `futex.rs` for the other operations |
 //! | `syscall`, any other number | libc's `syscall`, arguments, result and errno unchanged |
+//! | `pthread_mutex_lock`, `_trylock`, `_timedlock`, `_clocklock`, `_unlock`; `pthread_rwlock_rdlock`, `_wrlock`, `_tryrdlock`, `_trywrlock`, `_timedrdlock`, `_timedwrlock`, `_clockrdlock`, `_clockwrlock`, `_unlock`; `flockfile`, `ftrylockfile`, `funlockfile` | anywhere: libc's, and a count per thread of the C locks held (`locks.rs`). While it is not zero, no hooked call switches the task out: every call in the tables here is made on the thread, as on a plain thread. A contended lock blocks the thread (its holder is never a task parked on it) |
 //!
-//! | call | inside a task: made on the blocking pool |
+//! | call | inside a task (holding no C lock): made on the blocking pool |
 //! |---|---|
 //! | `read`, `write`, `readv`, `writev` | on a regular file or block device |
 //! | `pread`, `pwrite`, `preadv`, `pwritev` (and `*64`), `fsync`, `fdatasync`, `ftruncate`(`64`), `fallocate`(`64`) | on a regular file or block device |
@@ -62,9 +63,30 @@
 //!
 //! # What is not hooked
 //!
-//! - C libraries' locks: glibc's `pthread_mutex_*`, `pthread_rwlock_*` and
-//!   `pthread_cond_*` reach the futex from inside libc, not through
-//!   `syscall`: a task waiting in them blocks its thread.
+//! - Waiting in C libraries' locks: glibc's `pthread_mutex_*`,
+//!   `pthread_rwlock_*` and `pthread_cond_*` reach the futex from inside
+//!   libc, not through `syscall`: a task waiting in them blocks its
+//!   thread. The lock functions are interposed only to count what the
+//!   thread holds (above), so that a holder never parks and its siblings
+//!   never wait behind it on its own thread. `pthread_cond_wait` gives its
+//!   mutex up and takes it back inside libc: the count does not move
+//!   (the caller holds the mutex before and after). Semaphores are not
+//!   counted (nobody owns one). A task that holds a C lock and then waits
+//!   for a `std::sync` lock blocks its thread: if that lock's holder is a
+//!   task parked on the same thread, it never resumes.
+//! - glibc's own locks: stdio's (`_IO_lock_lock` under `printf`,
+//!   `fgets`, ...), malloc's arenas, the dynamic linker's (`dlsym`,
+//!   `dlopen`, `dl_iterate_phdr`) and those inside `pthread_cond_*` are
+//!   taken through libc's internal aliases or bare futex words, never
+//!   through the symbols the executable defines: they are not counted,
+//!   and need not be, since libc holds none across a hooked call (its
+//!   own calls do not reach the hooks). The program's `flockfile` is
+//!   counted: a `FILE`'s lock is recursive and owned by the thread, so a
+//!   task parked holding one would let its siblings in.
+//! - A task that switches out on its own (`gofer::sleep`, a gofer channel
+//!   or lock, `yield_now`) while holding a C lock: the rule binds the
+//!   hooks only; such a task hands its thread, and the thread's count,
+//!   to a sibling.
 //! - Waits whose record belongs to the thread rather than to the lock:
 //!   `std::thread::park` (and so std's `mpsc` and crossbeam's channels)
 //!   and `parking_lot` (one waiting record per thread). Every task of a
@@ -94,10 +116,19 @@
 //!   start a runtime from within a runtime"). So they block the thread, as
 //!   without the hooks, and the Dispatcher moves the tasks that have not
 //!   started (ARCHITECTURE.md, "Foreign event loops").
-//! - A task parked in an offloaded call keeps the plain locks it holds (a
-//!   `std::sync::Mutex`) until the call returns, as a thread would; another
-//!   task of the same thread blocking on such a lock holds the thread, and
-//!   the parked task, bound to it, cannot resume to release it.
+//! - A task parked in an offloaded call keeps the Rust locks it holds (a
+//!   `std::sync::Mutex`, which a contending task parks on) until the call
+//!   returns, as a thread would; another task of the same thread blocking
+//!   on such a lock in a way that holds the thread (a `parking_lot` lock,
+//!   or while it holds a C lock) holds the thread, and the parked task,
+//!   bound to it, cannot resume to release it. (C locks cannot be in this
+//!   position: their holder does not park.)
+//! - The locks a C library holds in files rather than in memory (SQLite's
+//!   POSIX `fcntl` locks and WAL-index locks between statements): a task
+//!   holding one parks as usual when it holds no pthread lock. This is
+//!   sound (they do not block the thread: SQLite answers `SQLITE_BUSY` and
+//!   its busy handler sleeps, which parks), but each hand-off to the pool
+//!   lengthens the time the file lock is held.
 //! - stdio: a write to a full stdout pipe blocks the thread (std's stdio
 //!   locks belong to the thread, so a task must not park holding one).
 //! - Pipes on kernels without `RWF_NOWAIT` (before Linux 5.x).
@@ -116,7 +147,8 @@
 //! pool; `data.rs` (reads and writes), `sockets.rs` (`accept`, `connect`),
 //! `poll.rs` (the waits on descriptors), `sleep.rs`, `descriptors.rs`
 //! (`close`, `fcntl`, `dup`, ...), `files.rs` (regular files, `open`),
-//! `wait.rs` (locks, children), `names.rs` (name lookups), `copies.rs`
+//! `wait.rs` (locks, children), `names.rs` (name lookups), `locks.rs`
+//! (the count of C locks held), `copies.rs`
 //! (`splice`, `sendfile`, ...) and `syscall.rs`
 //! (with `futex.rs`, the futex waiter table) define the symbols by family;
 //! `fdctx.rs`
@@ -165,6 +197,8 @@ mod futex;
 mod guard;
 #[cfg(feature = "hooks")]
 mod io_loop;
+#[cfg(feature = "hooks")]
+mod locks;
 #[cfg(feature = "hooks")]
 mod names;
 #[cfg(feature = "hooks")]

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use libc::{c_int, nfds_t, pollfd};
 
 use super::fdctx::{self, FILE, HOOKED};
-use super::guard::{bypass, guarded, in_task, is_stdio, may_park};
+use super::guard::{guarded, is_stdio, may_park, may_wait};
 use super::offload::when;
 use super::real;
 use crate::runtime::io::Interest;
@@ -60,7 +60,7 @@ fn socket_or_pipe(fd: c_int) -> bool {
 pub unsafe extern "C" fn poll(fds: *mut pollfd, n: nfds_t, timeout: c_int) -> c_int {
     // SAFETY: forwarded with the caller's arguments.
     let real_poll = |t: c_int| unsafe { real::poll(fds, n, t) };
-    if timeout == 0 || n != 1 || bypass() || !in_task() {
+    if timeout == 0 || n != 1 || !may_wait() {
         return real_poll(timeout);
     }
     // SAFETY: n == 1, so `fds` points at one pollfd the caller owns.

@@ -208,3 +208,112 @@ pub(crate) unsafe fn syscall(n: c_long, a: [c_long; 6]) -> c_long {
     // SAFETY: the caller keeps the system call's contract.
     unsafe { f(n, a[0], a[1], a[2], a[3], a[4], a[5]) }
 }
+
+/// Looks up one of the C lock functions (`locks.rs`) when its slot is
+/// still empty, refusing to recurse.
+///
+/// Which lookup, and why it cannot re-enter: the lock hooks forward
+/// through `dlsym(RTLD_NEXT, name)` like every hook, and every slot is
+/// filled when the first scheduler is built ([`resolve_locks`], from
+/// `hooks::keep`), before any task runs; a lock taken before that (a
+/// constructor, the main thread before its scheduler, a plain thread)
+/// looks its function up here on first use. glibc's `dlsym` takes
+/// `dl_load_lock` through `GL(dl_rtld_lock_recursive)`, a pointer to
+/// libc's internal `__pthread_mutex_lock`, and its error path allocates
+/// under malloc's own locks (`__libc_lock_lock`, a bare futex lock): none
+/// goes through the exported `pthread_mutex_lock` symbol the executable
+/// interposes, so the lookup never reaches a lock hook. The aliases glibc
+/// exports (`__pthread_mutex_lock`, `__pthread_rwlock_rdlock`, ...) are
+/// not an alternative: they are compatibility versions only
+/// (`nm -D libc.so.6`: `@GLIBC_2.2.5`, no default `@@`), which a program
+/// cannot link against, and a lookup of them is the same `dlsym`; nor
+/// are they there for the timed, clock and trylock forms of the rwlock.
+/// Should some libc take a hooked lock inside `dlsym` all the same, the
+/// thread-local flag below turns the endless recursion into a clear
+/// fatal error (so would a lock taken by a signal handler that
+/// interrupted the first lookup on its thread, which only a lock taken
+/// before the first scheduler can meet).
+fn lookup_lock(slot: &AtomicPtr<c_void>, name: &'static [u8]) -> *mut c_void {
+    let p = slot.load(Ordering::Acquire);
+    if !p.is_null() {
+        return p;
+    }
+    lookup_lock_slow(slot, name)
+}
+
+#[cold]
+#[inline(never)]
+fn lookup_lock_slow(slot: &AtomicPtr<c_void>, name: &'static [u8]) -> *mut c_void {
+    thread_local! {
+        /// Set while this thread looks a lock function up.
+        static RESOLVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if RESOLVING.with(|r| r.replace(true)) {
+        crate::coroutine::overflow::fatal(
+            "hooks: a pthread lock was taken while its real function was being looked up",
+        );
+    }
+    let p = lookup(slot, name);
+    RESOLVING.with(|r| r.set(false));
+    p
+}
+
+macro_rules! real_locks {
+    ($($name:ident: fn($($arg:ident: $t:ty),*) -> $ret:ty;)*) => {
+        /// One slot per lock function, module-level so that
+        /// [`resolve_locks`] can fill them all at once.
+        #[allow(non_upper_case_globals)]
+        mod lock_slots {
+            use std::sync::atomic::AtomicPtr;
+            $(
+                pub(super) static $name: AtomicPtr<libc::c_void> =
+                    AtomicPtr::new(std::ptr::null_mut());
+            )*
+        }
+        $(
+            /// Calls the real libc function of the same name.
+            ///
+            /// # Safety
+            /// The contract of the libc function.
+            #[inline]
+            pub(crate) unsafe fn $name($($arg: $t),*) -> $ret {
+                let p = lookup_lock(&lock_slots::$name, concat!(stringify!($name), "\0").as_bytes());
+                // SAFETY: `p` is libc's function of this name, whose C
+                // signature this is.
+                let f: unsafe extern "C" fn($($t),*) -> $ret = unsafe { std::mem::transmute(p) };
+                // SAFETY: the caller keeps the function's contract.
+                unsafe { f($($arg),*) }
+            }
+        )*
+        /// Looks every lock function up now (when the first scheduler is
+        /// built), so that no task ever runs a lookup.
+        pub(crate) fn resolve_locks() {
+            $(
+                lookup_lock(&lock_slots::$name, concat!(stringify!($name), "\0").as_bytes());
+            )*
+        }
+    };
+}
+
+// C libraries' locks, counted per thread (`locks.rs`). The clock forms
+// are glibc 2.30's; a libc without them fails the lookup (fatally) only
+// if the program calls them, which it could not link to there.
+real_locks! {
+    pthread_mutex_lock: fn(m: *mut libc::pthread_mutex_t) -> c_int;
+    pthread_mutex_trylock: fn(m: *mut libc::pthread_mutex_t) -> c_int;
+    pthread_mutex_timedlock: fn(m: *mut libc::pthread_mutex_t, t: *const timespec) -> c_int;
+    pthread_mutex_clocklock: fn(m: *mut libc::pthread_mutex_t, clock: libc::clockid_t, t: *const timespec) -> c_int;
+    pthread_mutex_unlock: fn(m: *mut libc::pthread_mutex_t) -> c_int;
+    pthread_rwlock_rdlock: fn(l: *mut libc::pthread_rwlock_t) -> c_int;
+    pthread_rwlock_wrlock: fn(l: *mut libc::pthread_rwlock_t) -> c_int;
+    pthread_rwlock_tryrdlock: fn(l: *mut libc::pthread_rwlock_t) -> c_int;
+    pthread_rwlock_trywrlock: fn(l: *mut libc::pthread_rwlock_t) -> c_int;
+    pthread_rwlock_timedrdlock: fn(l: *mut libc::pthread_rwlock_t, t: *const timespec) -> c_int;
+    pthread_rwlock_timedwrlock: fn(l: *mut libc::pthread_rwlock_t, t: *const timespec) -> c_int;
+    pthread_rwlock_clockrdlock: fn(l: *mut libc::pthread_rwlock_t, clock: libc::clockid_t, t: *const timespec) -> c_int;
+    pthread_rwlock_clockwrlock: fn(l: *mut libc::pthread_rwlock_t, clock: libc::clockid_t, t: *const timespec) -> c_int;
+    pthread_rwlock_unlock: fn(l: *mut libc::pthread_rwlock_t) -> c_int;
+    flockfile: fn(f: *mut libc::FILE) -> ();
+    ftrylockfile: fn(f: *mut libc::FILE) -> c_int;
+    funlockfile: fn(f: *mut libc::FILE) -> ();
+}

@@ -1,12 +1,13 @@
 //! The hooked sleeps: `nanosleep`, `clock_nanosleep` (what
 //! `std::thread::sleep` calls), `sleep` and `usleep`. Inside a task the
-//! task sleeps on the scheduler's timers; anywhere else the call is libc's.
+//! task sleeps on the scheduler's timers; anywhere else (and in a task
+//! whose thread holds a C lock, `guard::may_wait`) the call is libc's.
 
 use std::time::Duration;
 
 use libc::{c_int, c_uint, timespec};
 
-use super::guard::{bypass, in_task, set_errno};
+use super::guard::{may_wait, set_errno};
 use super::real;
 
 /// Sleeps the running task for `d` (the caller checked it is in one).
@@ -28,7 +29,7 @@ fn ts_duration(ts: &timespec) -> Option<Duration> {
 /// The contract of `nanosleep(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> c_int {
-    if bypass() || !in_task() || req.is_null() {
+    if !may_wait() || req.is_null() {
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::nanosleep(req, rem) };
     }
@@ -59,7 +60,7 @@ pub unsafe extern "C" fn clock_nanosleep(
     rem: *mut timespec,
 ) -> c_int {
     let hookable = matches!(clock, libc::CLOCK_MONOTONIC | libc::CLOCK_REALTIME);
-    if bypass() || !in_task() || req.is_null() || !hookable {
+    if !may_wait() || req.is_null() || !hookable {
         // SAFETY: forwarded with the caller's arguments.
         return unsafe { real::clock_nanosleep(clock, flags, req, rem) };
     }
@@ -86,7 +87,7 @@ pub unsafe extern "C" fn clock_nanosleep(
 /// The contract of `sleep(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
-    if bypass() || !in_task() {
+    if !may_wait() {
         // SAFETY: forwarded with the caller's argument.
         return unsafe { real::sleep(secs) };
     }
@@ -100,7 +101,7 @@ pub unsafe extern "C" fn sleep(secs: c_uint) -> c_uint {
 /// The contract of `usleep(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn usleep(usec: libc::useconds_t) -> c_int {
-    if bypass() || !in_task() {
+    if !may_wait() {
         // SAFETY: forwarded with the caller's argument.
         return unsafe { real::usleep(usec) };
     }

@@ -2,7 +2,7 @@
 //! the objects that define them. A new hook is added to its family's file
 //! and to [`KEEP`].
 
-use super::{copies, files, names, wait};
+use super::{copies, files, locks, names, real, wait};
 use super::{data, descriptors, guard, poll, sleep, sockets, syscall};
 
 /// The addresses of every hooked symbol.
@@ -96,9 +96,40 @@ static KEEP_OFFLOADED: Offloaded = Offloaded([
     copies::copy_file_range as *const (),
 ]);
 
-/// Touches [`KEEP`] (see there), and registers the fork handler once.
+/// The C lock hooks (`locks.rs`), kept as [`KEEP`] is.
+struct Locks([*const (); 17]);
+
+// SAFETY: plain function addresses, never written or dereferenced.
+unsafe impl Sync for Locks {}
+
+/// Every hooked C lock function, kept as [`KEEP`] is.
+#[used]
+static KEEP_LOCKS: Locks = Locks([
+    locks::pthread_mutex_lock as *const (),
+    locks::pthread_mutex_trylock as *const (),
+    locks::pthread_mutex_timedlock as *const (),
+    locks::pthread_mutex_clocklock as *const (),
+    locks::pthread_mutex_unlock as *const (),
+    locks::pthread_rwlock_rdlock as *const (),
+    locks::pthread_rwlock_wrlock as *const (),
+    locks::pthread_rwlock_tryrdlock as *const (),
+    locks::pthread_rwlock_trywrlock as *const (),
+    locks::pthread_rwlock_timedrdlock as *const (),
+    locks::pthread_rwlock_timedwrlock as *const (),
+    locks::pthread_rwlock_clockrdlock as *const (),
+    locks::pthread_rwlock_clockwrlock as *const (),
+    locks::pthread_rwlock_unlock as *const (),
+    locks::flockfile as *const (),
+    locks::ftrylockfile as *const (),
+    locks::funlockfile as *const (),
+]);
+
+/// Touches [`KEEP`] (see there), registers the fork handler once, and
+/// looks the real C lock functions up, so that no task ever does.
 pub(crate) fn keep() {
     std::hint::black_box(&KEEP.0);
     std::hint::black_box(&KEEP_OFFLOADED.0);
+    std::hint::black_box(&KEEP_LOCKS.0);
     guard::register_fork_handler();
+    real::resolve_locks();
 }
