@@ -365,6 +365,26 @@ impl fmt::Display for ShutdownError {
 
 impl std::error::Error for ShutdownError {}
 
+/// `unwrap_or_else(|e| panic!(...))` for the public calls that panic on an
+/// error: a closure cannot carry `#[track_caller]`, so a panic inside one
+/// reports gofer's line; this reports the line of whoever called the
+/// `#[track_caller]` function that calls it.
+pub(crate) trait OrPanic<T> {
+    /// The value, or a panic saying `what: error`.
+    #[track_caller]
+    fn or_panic(self, what: &str) -> T;
+}
+
+impl<T, E: fmt::Display> OrPanic<T> for Result<T, E> {
+    #[track_caller]
+    fn or_panic(self, what: &str) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
 /// A joined task did not produce its value.
 ///
 /// `Send + Sync`, so `join()?` works into `Box<dyn Error + Send + Sync>`
@@ -440,6 +460,7 @@ impl JoinError {
     ///
     /// # Panics
     /// If the error is not a panic (see [`is_panic`](Self::is_panic)).
+    #[track_caller]
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         match self.repr {
             JoinErrorRepr::Panic(p) => unlock(p),

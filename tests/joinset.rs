@@ -150,46 +150,52 @@ fn dropping_the_set_cancels_its_tasks() {
 
 #[test]
 fn join_next_with_id_says_which_task_each_result_came_from() {
-    in_child("join_next_with_id_says_which_task_each_result_came_from", || {
-        let s = sched();
-        let mut gos = Vec::new();
-        let mut ids = Vec::new();
-        let mut set = JoinSet::new();
-        for i in 0..3u32 {
-            let (tx, rx) = chan::bounded::<()>(0);
-            gos.push(tx);
-            let id = set
-                .spawn_with(gofer::Builder::new().scheduler(&s), move || {
-                    rx.recv().unwrap();
-                    if i == 1 {
-                        panic!("task one fails");
-                    }
-                    i
-                })
-                .unwrap();
-            ids.push(id);
-        }
-        assert!(set.try_join_next_with_id().is_none(), "nothing finished yet");
-        // Released in the order 2, 1, 0: each result names its task, a
-        // failed one too.
-        gos[2].send(()).unwrap();
-        let (id, r) = set.join_next_with_id().expect("a task left");
-        assert_eq!((id, r.unwrap()), (ids[2], 2));
-        gos[1].send(()).unwrap();
-        let (id, r) = set.join_next_with_id().expect("a task left");
-        assert_eq!(id, ids[1]);
-        assert!(r.unwrap_err().is_panic());
-        gos[0].send(()).unwrap();
-        let mut last = None;
-        wait_until("try_join_next_with_id gives the last result", || {
-            last = set.try_join_next_with_id();
-            last.is_some()
-        });
-        let (id, r) = last.unwrap();
-        assert_eq!((id, r.unwrap()), (ids[0], 0));
-        assert!(set.join_next_with_id().is_none());
-        s.shutdown();
-    });
+    in_child(
+        "join_next_with_id_says_which_task_each_result_came_from",
+        || {
+            let s = sched();
+            let mut gos = Vec::new();
+            let mut ids = Vec::new();
+            let mut set = JoinSet::new();
+            for i in 0..3u32 {
+                let (tx, rx) = chan::bounded::<()>(0);
+                gos.push(tx);
+                let id = set
+                    .spawn_with(gofer::Builder::new().scheduler(&s), move || {
+                        rx.recv().unwrap();
+                        if i == 1 {
+                            panic!("task one fails");
+                        }
+                        i
+                    })
+                    .unwrap();
+                ids.push(id);
+            }
+            assert!(
+                set.try_join_next_with_id().is_none(),
+                "nothing finished yet"
+            );
+            // Released in the order 2, 1, 0: each result names its task, a
+            // failed one too.
+            gos[2].send(()).unwrap();
+            let (id, r) = set.join_next_with_id().expect("a task left");
+            assert_eq!((id, r.unwrap()), (ids[2], 2));
+            gos[1].send(()).unwrap();
+            let (id, r) = set.join_next_with_id().expect("a task left");
+            assert_eq!(id, ids[1]);
+            assert!(r.unwrap_err().is_panic());
+            gos[0].send(()).unwrap();
+            let mut last = None;
+            wait_until("try_join_next_with_id gives the last result", || {
+                last = set.try_join_next_with_id();
+                last.is_some()
+            });
+            let (id, r) = last.unwrap();
+            assert_eq!((id, r.unwrap()), (ids[0], 0));
+            assert!(set.join_next_with_id().is_none());
+            s.shutdown();
+        },
+    );
 }
 
 #[test]

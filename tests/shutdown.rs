@@ -359,3 +359,88 @@ fn shutdown_now_timeout_gives_up_on_a_task_that_cannot_unwind_yet() {
     assert_eq!(s.shutdown_now_timeout(Duration::MAX), Ok(()));
     println!("CHILD-OK");
 }
+
+// ---------------------------------------------------------------- panics point at the caller
+
+/// The file and line a panic inside `f` reported, from a panic hook (the
+/// child process's own: it replaces gofer's).
+fn panic_site(f: impl FnOnce()) -> (String, u32) {
+    use std::sync::Mutex;
+    static SITE: Mutex<Option<(String, u32)>> = Mutex::new(None);
+    std::panic::set_hook(Box::new(|info| {
+        let site = info.location().map(|l| (l.file().to_string(), l.line()));
+        *SITE.lock().unwrap() = site;
+    }));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    let _ = std::panic::take_hook();
+    assert!(r.is_err(), "no panic");
+    SITE.lock().unwrap().take().expect("the hook saw the panic")
+}
+
+const TRACK_TEST: &str = "panics_on_misuse_point_at_the_callers_line";
+
+#[test]
+fn panics_on_misuse_point_at_the_callers_line() {
+    if child_scenario().as_deref() != Some("track") {
+        return expect_child_ok(TRACK_TEST, "track");
+    }
+    let here = file!();
+    let mut wrong = Vec::new();
+    let mut check = |what: &str, (file, line): (String, u32), want: u32| {
+        if file != here || line != want {
+            wrong.push(format!("{what}: {file}:{line}, not {here}:{want}"));
+        }
+    };
+    let s = sched("track", 1);
+    // From inside a task of the scheduler.
+    let s2 = s.clone();
+    let sites = s
+        .spawn(move || {
+            let a = panic_site(|| s2.shutdown());
+            let a_line = line!() - 1;
+            let b = panic_site(|| s2.shutdown_now());
+            let b_line = line!() - 1;
+            ((a, a_line), (b, b_line))
+        })
+        .join()
+        .expect("returned");
+    check("Scheduler::shutdown in a task", sites.0 .0, sites.0 .1);
+    check("Scheduler::shutdown_now in a task", sites.1 .0, sites.1 .1);
+    s.shutdown();
+    // After shutdown.
+    let site = panic_site(|| drop(s.spawn(|| ())));
+    check("Scheduler::spawn", site, line!() - 1);
+    let site = panic_site(|| s.block_on(|| ()));
+    check("Scheduler::block_on", site, line!() - 1);
+    let site = panic_site(|| drop(gofer::go!(scheduler = &s, || ())));
+    check("go!", site, line!() - 1);
+    let site = panic_site(|| s.scope(|sc| drop(sc.spawn(|| ()))));
+    check("Scheduler::scope", site, line!() - 1);
+    // Counters.
+    let sem = gofer::sync::Semaphore::new(1);
+    let site = panic_site(|| sem.add_permits(gofer::sync::Semaphore::MAX_PERMITS));
+    check("Semaphore::add_permits", site, line!() - 1);
+    let wg = gofer::sync::WaitGroup::new();
+    let site = panic_site(|| wg.done());
+    check("WaitGroup::done", site, line!() - 1);
+    wg.add(1);
+    let site = panic_site(|| wg.add(usize::MAX));
+    check("WaitGroup::add", site, line!() - 1);
+    // Fibers, timers, selections.
+    let mut fiber = gofer::fiber::Fiber::<(), (), ()>::new(|_, ()| ());
+    let _ = fiber.resume(());
+    let site = panic_site(|| {
+        let _ = fiber.resume(());
+    });
+    check("Fiber::resume after the end", site, line!() - 2);
+    let site = panic_site(|| drop(gofer::timer::every_on(&s, Duration::ZERO, || ())));
+    check("timer::every_on with a zero period", site, line!() - 1);
+    let site = panic_site(|| drop(gofer::chan::Select::new().select()));
+    check("Select::select with no operation", site, line!() - 1);
+    assert!(
+        wrong.is_empty(),
+        "panics pointing elsewhere:\n{}",
+        wrong.join("\n")
+    );
+    println!("CHILD-OK");
+}

@@ -89,6 +89,7 @@ impl Semaphore {
     ///
     /// # Panics
     /// If `permits` exceeds [`MAX_PERMITS`](Semaphore::MAX_PERMITS).
+    #[track_caller]
     pub const fn new(permits: usize) -> Semaphore {
         assert!(
             permits <= Semaphore::MAX_PERMITS,
@@ -199,6 +200,7 @@ impl Semaphore {
     ///
     /// # Panics
     /// If the count would exceed [`MAX_PERMITS`](Semaphore::MAX_PERMITS).
+    #[track_caller]
     pub fn add_permits(&self, n: usize) {
         if n > 0 {
             self.release(n);
@@ -211,6 +213,7 @@ impl Semaphore {
         self.state.load(Ordering::Relaxed) / ONE
     }
 
+    #[track_caller]
     fn release(&self, n: usize) {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
@@ -230,6 +233,7 @@ impl Semaphore {
     }
 
     #[cold]
+    #[track_caller]
     fn release_slow(&self, n: usize) {
         let mut q = self.queue.lock();
         let given = n.min(q.len());
@@ -259,6 +263,7 @@ impl Semaphore {
 }
 
 /// `s` plus `n` permits, or a panic past the maximum.
+#[track_caller]
 fn add_checked(s: usize, n: usize) -> usize {
     match (s / ONE).checked_add(n) {
         Some(total) if total <= Semaphore::MAX_PERMITS => s + n * ONE,

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use super::builder::Builder;
 use super::join::JoinHandle;
 use crate::chan::{self, Receiver, RecvTimeoutError, Sender};
+use crate::error::OrPanic;
 use crate::error::{JoinError, SpawnError};
 use crate::runtime::task::TaskId;
 
@@ -94,7 +95,7 @@ impl<T: Send + 'static> JoinSet<T> {
         F: FnOnce() -> T + Send + 'static,
     {
         self.spawn_with(Builder::new(), f)
-            .unwrap_or_else(|e| panic!("gofer: cannot spawn a task: {e}"))
+            .or_panic("gofer: cannot spawn a task")
     }
 
     /// Spawns `f` into the set with `builder`'s options (name, stack size,
