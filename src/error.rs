@@ -365,6 +365,25 @@ impl fmt::Display for ShutdownError {
 
 impl std::error::Error for ShutdownError {}
 
+/// A wait given up because a [`CancelToken`](crate::task::CancelToken) was
+/// cancelled, as from
+/// [`Semaphore::acquire_cancellable`](crate::sync::Semaphore::acquire_cancellable).
+///
+/// Not to be confused with a *task* cancelled by
+/// [`JoinHandle::cancel`](crate::JoinHandle::cancel), which unwinds
+/// ([`JoinError::is_cancelled`]): a token is a value the waiting code
+/// chose to watch, and it answers with this error, to be handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Cancelled;
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the wait's cancel token was cancelled")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
 /// `unwrap_or_else(|e| panic!(...))` for the public calls that panic on an
 /// error: a closure cannot carry `#[track_caller]`, so a panic inside one
 /// reports gofer's line; this reports the line of whoever called the
