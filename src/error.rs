@@ -365,6 +365,45 @@ impl fmt::Display for ShutdownError {
 
 impl std::error::Error for ShutdownError {}
 
+/// A wait given up because a [`CancelToken`](crate::task::CancelToken) was
+/// cancelled, as from
+/// [`Semaphore::acquire_cancellable`](crate::sync::Semaphore::acquire_cancellable).
+///
+/// Not to be confused with a *task* cancelled by
+/// [`JoinHandle::cancel`](crate::JoinHandle::cancel), which unwinds
+/// ([`JoinError::is_cancelled`]): a token is a value the waiting code
+/// chose to watch, and it answers with this error, to be handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Cancelled;
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the wait's cancel token was cancelled")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+/// `unwrap_or_else(|e| panic!(...))` for the public calls that panic on an
+/// error: a closure cannot carry `#[track_caller]`, so a panic inside one
+/// reports gofer's line; this reports the line of whoever called the
+/// `#[track_caller]` function that calls it.
+pub(crate) trait OrPanic<T> {
+    /// The value, or a panic saying `what: error`.
+    #[track_caller]
+    fn or_panic(self, what: &str) -> T;
+}
+
+impl<T, E: fmt::Display> OrPanic<T> for Result<T, E> {
+    #[track_caller]
+    fn or_panic(self, what: &str) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
 /// A joined task did not produce its value.
 ///
 /// `Send + Sync`, so `join()?` works into `Box<dyn Error + Send + Sync>`
@@ -440,6 +479,7 @@ impl JoinError {
     ///
     /// # Panics
     /// If the error is not a panic (see [`is_panic`](Self::is_panic)).
+    #[track_caller]
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         match self.repr {
             JoinErrorRepr::Panic(p) => unlock(p),

@@ -101,7 +101,7 @@ mod time; // sleep and user timers
 
 pub use coroutine::stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use coroutine::stacks::DEFAULT_STACK_CACHE;
-pub use error::{ConfigError, JoinError, ShutdownError, SpawnError};
+pub use error::{Cancelled, ConfigError, JoinError, ShutdownError, SpawnError};
 pub use runtime::config::{IoDriver, DEFAULT_RESERVE_DESCRIPTORS, MAX_RESERVE_DESCRIPTORS};
 pub use runtime::config::{
     SchedulerBuilder, DEFAULT_BLOCKING_IDLE_TIMEOUT, DEFAULT_BLOCKING_THREADS,

@@ -147,3 +147,84 @@ fn dropping_the_set_cancels_its_tasks() {
         assert!(unwound.load(Ordering::SeqCst));
     });
 }
+
+#[test]
+fn join_next_with_id_says_which_task_each_result_came_from() {
+    in_child(
+        "join_next_with_id_says_which_task_each_result_came_from",
+        || {
+            let s = sched();
+            let mut gos = Vec::new();
+            let mut ids = Vec::new();
+            let mut set = JoinSet::new();
+            for i in 0..3u32 {
+                let (tx, rx) = chan::bounded::<()>(0);
+                gos.push(tx);
+                let id = set
+                    .spawn_with(gofer::Builder::new().scheduler(&s), move || {
+                        rx.recv().unwrap();
+                        if i == 1 {
+                            panic!("task one fails");
+                        }
+                        i
+                    })
+                    .unwrap();
+                ids.push(id);
+            }
+            assert!(
+                set.try_join_next_with_id().is_none(),
+                "nothing finished yet"
+            );
+            // Released in the order 2, 1, 0: each result names its task, a
+            // failed one too.
+            gos[2].send(()).unwrap();
+            let (id, r) = set.join_next_with_id().expect("a task left");
+            assert_eq!((id, r.unwrap()), (ids[2], 2));
+            gos[1].send(()).unwrap();
+            let (id, r) = set.join_next_with_id().expect("a task left");
+            assert_eq!(id, ids[1]);
+            assert!(r.unwrap_err().is_panic());
+            gos[0].send(()).unwrap();
+            let mut last = None;
+            wait_until("try_join_next_with_id gives the last result", || {
+                last = set.try_join_next_with_id();
+                last.is_some()
+            });
+            let (id, r) = last.unwrap();
+            assert_eq!((id, r.unwrap()), (ids[0], 0));
+            assert!(set.join_next_with_id().is_none());
+            s.shutdown();
+        },
+    );
+}
+
+#[test]
+fn join_next_timeout_waits_at_most_its_timeout() {
+    in_child("join_next_timeout_waits_at_most_its_timeout", || {
+        let s = sched();
+        let (go, rx) = chan::bounded::<()>(0);
+        let got = s.block_on(move || {
+            let mut set = JoinSet::new();
+            let id = set.spawn(move || {
+                rx.recv().unwrap();
+                5u32
+            });
+            // Nothing finishes: it gives up, and the task stays in the set.
+            let t0 = std::time::Instant::now();
+            assert!(set.join_next_timeout(Duration::from_millis(50)).is_none());
+            assert!(t0.elapsed() >= Duration::from_millis(50));
+            assert!(set.join_next_timeout_with_id(Duration::ZERO).is_none());
+            assert_eq!(set.len(), 1);
+            go.send(()).unwrap();
+            let (got_id, r) = set
+                .join_next_timeout_with_id(common::PATIENCE)
+                .expect("finished in time");
+            assert_eq!(got_id, id);
+            // An empty set answers at once, whatever the timeout.
+            assert!(set.join_next_timeout(Duration::MAX).is_none());
+            r.unwrap()
+        });
+        assert_eq!(got, 5);
+        s.shutdown();
+    });
+}

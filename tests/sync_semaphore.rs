@@ -249,3 +249,72 @@ fn const_new_works_in_a_static() {
     drop(p);
     assert_eq!(STATIC_SEM.available_permits(), 1);
 }
+
+#[test]
+fn acquire_cancellable_gives_up_when_the_token_is_cancelled() {
+    use gofer::task::CancelToken;
+    within(|| {
+        let s = sched(2);
+        let sem = Arc::new(Semaphore::new(1));
+        let held = sem.acquire_owned();
+        // A task and a thread wait on the exhausted semaphore.
+        let token = CancelToken::new();
+        let (sem1, t1) = (sem.clone(), token.clone());
+        let task = s.spawn(move || sem1.acquire_cancellable(&t1).map(drop));
+        let (sem2, t2) = (sem.clone(), token.child_token());
+        let thread = std::thread::spawn(move || sem2.acquire_cancellable(&t2).map(drop));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!task.is_finished() && !thread.is_finished(), "they wait");
+        token.cancel();
+        assert_eq!(task.join().expect("returned"), Err(gofer::Cancelled));
+        assert_eq!(thread.join().expect("returned"), Err(gofer::Cancelled));
+        // Neither took nor lost a permit.
+        drop(held);
+        assert_eq!(sem.available_permits(), 1);
+        // A cancelled token refuses at once, even with a permit free.
+        assert!(sem.acquire_cancellable(&token).is_err());
+        assert_eq!(sem.available_permits(), 1);
+        // Without a cancel it is an acquire; a release wakes it.
+        let live = CancelToken::new();
+        let p = sem.acquire_cancellable(&live).expect("a free permit");
+        let (sem3, l3) = (sem.clone(), live.clone());
+        let waiter = s.spawn(move || sem3.acquire_cancellable(&l3).map(drop));
+        std::thread::sleep(Duration::from_millis(10));
+        drop(p);
+        assert_eq!(waiter.join().expect("returned"), Ok(()));
+        assert_eq!(sem.available_permits(), 1);
+        assert!(gofer::Cancelled.to_string().contains("cancel"));
+        s.shutdown();
+    });
+}
+
+#[test]
+fn acquire_cancellable_racing_releases_never_loses_permits() {
+    use gofer::task::CancelToken;
+    within(|| {
+        let s = sched(2);
+        let sem = Arc::new(Semaphore::new(0));
+        for round in 0..200 {
+            let token = CancelToken::new();
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    let (sem, token) = (sem.clone(), token.clone());
+                    s.spawn(move || sem.acquire_cancellable(&token).map(|p| p.forget()).is_ok())
+                })
+                .collect();
+            gofer::yield_now();
+            sem.add_permits(2);
+            if round % 2 == 0 {
+                std::thread::yield_now();
+            }
+            token.cancel();
+            let took = join_all(hs).into_iter().filter(|ok| *ok).count();
+            // Whatever was not taken is still in the semaphore.
+            assert_eq!(took + sem.available_permits(), 2, "round {round}");
+            while let Some(p) = sem.try_acquire() {
+                p.forget();
+            }
+        }
+        s.shutdown();
+    });
+}

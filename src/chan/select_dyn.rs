@@ -268,6 +268,7 @@ impl<'a> Select<'a> {
     /// # Panics
     /// If there is no operation at `index`, or it was removed already, as
     /// crossbeam's does.
+    #[track_caller]
     pub fn remove(&mut self, index: usize) {
         let removed = self.arms.get_mut(index).and_then(Option::take);
         assert!(
@@ -295,6 +296,7 @@ impl<'a> Select<'a> {
     /// # Panics
     /// If no operation was added (it would wait for ever), as crossbeam's
     /// does.
+    #[track_caller]
     pub fn select(&mut self) -> SelectedOperation<'_> {
         assert!(self.live > 0, "no operations have been added to `Select`");
         self.run(Mode::Block)
@@ -389,6 +391,7 @@ impl SelectedOperation<'_> {
     /// If the operation is not a receive from `r`'s channel (crossbeam
     /// wants the very reference passed to [`Select::recv`]; any handle of
     /// the same channel is accepted here).
+    #[track_caller]
     pub fn recv<T>(mut self, r: &Receiver<T>) -> Result<T, RecvError> {
         let chan: *const () = Arc::as_ptr(&r.chan).cast();
         assert!(
@@ -413,6 +416,7 @@ impl SelectedOperation<'_> {
     /// # Panics
     /// If the operation is not a send on `s`'s channel (any handle of the
     /// channel is accepted, as for [`recv`](Self::recv)).
+    #[track_caller]
     pub fn send<T>(mut self, s: &Sender<T>, value: T) -> Result<(), SendError<T>> {
         let chan: *const () = Arc::as_ptr(&s.chan).cast();
         assert!(

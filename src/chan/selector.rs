@@ -180,6 +180,7 @@ impl<'a, T> RecvArm<'a, T> {
     ///
     /// # Panics
     /// If the arm was not selected.
+    #[track_caller]
     pub fn into_result(self) -> Result<T, RecvError> {
         self.result.expect("gofer::select!: arm was not selected")
     }
@@ -265,6 +266,7 @@ impl<'a, T> SendArm<'a, T> {
     ///
     /// # Panics
     /// If the arm was not selected.
+    #[track_caller]
     pub fn into_result(self) -> Result<(), SendError<T>> {
         self.result.expect("gofer::select!: arm was not selected")
     }

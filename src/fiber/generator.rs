@@ -5,6 +5,7 @@ use std::iter::FusedIterator;
 
 use super::handle::{Fiber, FiberResult};
 use super::yielder::Yielder;
+use crate::error::OrPanic;
 
 /// An iterator whose items a closure produces on a stack of its own, with
 /// [`Yielder::yield_`], from any call depth.
@@ -48,13 +49,14 @@ impl<T> Generator<T> {
     /// If no stack can be had; use
     /// [`Builder::generator`](super::Builder::generator) to get the error
     /// instead.
+    #[track_caller]
     pub fn new<F>(f: F) -> Generator<T>
     where
         F: FnOnce(&Yielder<(), T>) + 'static,
     {
         super::Builder::new()
             .generator(f)
-            .unwrap_or_else(|e| panic!("gofer: cannot create a generator: {e}"))
+            .or_panic("gofer: cannot create a generator")
     }
 
     pub(super) fn from_fiber(fiber: Fiber<(), T, ()>) -> Generator<T> {

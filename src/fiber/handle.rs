@@ -30,6 +30,7 @@ use super::protocol::{Exchange, PANICKED, RETURNED, UNWOUND, YIELDED};
 use super::yielder::{entry, Prime, Yielder};
 use crate::coroutine::registry::{self, Registration};
 use crate::coroutine::stack::StackMem;
+use crate::error::OrPanic;
 
 /// What [`Fiber::resume`] returns: the fiber suspended with a value, or
 /// finished with its closure's return value.
@@ -149,6 +150,7 @@ impl<I, Y, R> Fiber<I, Y, R> {
     /// If no stack can be had (the process holds as many guarded stacks as
     /// it may); use [`Builder::build`](super::Builder::build) to get the
     /// error instead.
+    #[track_caller]
     pub fn new<F>(f: F) -> Fiber<I, Y, R>
     where
         F: FnOnce(&Yielder<I, Y>, I) -> R + 'static,
@@ -156,7 +158,7 @@ impl<I, Y, R> Fiber<I, Y, R> {
     {
         super::Builder::new()
             .build(f)
-            .unwrap_or_else(|e| panic!("gofer: cannot create a fiber: {e}"))
+            .or_panic("gofer: cannot create a fiber")
     }
 
     /// Makes a fiber on `stack`, moving `f` onto it (the priming switch).
@@ -219,6 +221,7 @@ impl<I, Y, R> Fiber<I, Y, R> {
     ///   fiber is then finished, and its stack back in the pool).
     /// - If the fiber has finished (it returned or panicked).
     #[inline]
+    #[track_caller]
     pub fn resume(&mut self, input: I) -> FiberResult<Y, R> {
         let Some(ctx) = self.ctx.take() else {
             finished();
@@ -340,6 +343,7 @@ impl<I, Y, R> Fiber<I, Y, R> {
 /// Resuming a finished fiber: a clear panic.
 #[cold]
 #[inline(never)]
+#[track_caller]
 fn finished() -> ! {
     panic!("gofer: resumed a fiber that has finished (it returned, panicked or was unwound)")
 }

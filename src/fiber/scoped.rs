@@ -30,6 +30,7 @@ use std::marker::PhantomData;
 use super::generator::next_item;
 use super::handle::{Fiber, FiberResult};
 use super::yielder::Yielder;
+use crate::error::OrPanic;
 
 /// A [`Fiber`] whose closure may borrow for `'a`, run inside
 /// [`scope`](Self::scope).
@@ -88,13 +89,14 @@ impl<'a, I, Y, R> ScopedFiber<'a, I, Y, R> {
     /// If no stack can be had; use
     /// [`Builder::build_scoped`](super::Builder::build_scoped) to get the
     /// error instead.
+    #[track_caller]
     pub fn new<F>(f: F) -> ScopedFiber<'a, I, Y, R>
     where
         F: FnOnce(&Yielder<I, Y>, I) -> R + 'a,
     {
         super::Builder::new()
             .build_scoped(f)
-            .unwrap_or_else(|e| panic!("gofer: cannot create a fiber: {e}"))
+            .or_panic("gofer: cannot create a fiber")
     }
 
     /// Wraps a primed fiber whose closure borrows for `'a`; it must not
@@ -164,6 +166,7 @@ impl<I, Y, R> ScopedFiberRef<'_, I, Y, R> {
     /// As [`Fiber::resume`]: if the closure panics (the panic continues
     /// from here), or if the fiber has finished.
     #[inline]
+    #[track_caller]
     pub fn resume(&mut self, input: I) -> FiberResult<Y, R> {
         self.fiber.resume(input)
     }
@@ -248,13 +251,14 @@ impl<'a, T> ScopedGenerator<'a, T> {
     /// If no stack can be had; use
     /// [`Builder::scoped_generator`](super::Builder::scoped_generator) to
     /// get the error instead.
+    #[track_caller]
     pub fn new<F>(f: F) -> ScopedGenerator<'a, T>
     where
         F: FnOnce(&Yielder<(), T>) + 'a,
     {
         super::Builder::new()
             .scoped_generator(f)
-            .unwrap_or_else(|e| panic!("gofer: cannot create a generator: {e}"))
+            .or_panic("gofer: cannot create a generator")
     }
 
     pub(super) fn from_fiber(fiber: ScopedFiber<'a, (), T, ()>) -> ScopedGenerator<'a, T> {

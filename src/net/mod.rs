@@ -192,9 +192,12 @@ macro_rules! socket_impls {
             ///
             /// # Panics
             /// If the descriptor cannot be switched to non-blocking mode.
+            #[track_caller]
             fn from(s: $std) -> Self {
-                <$t>::from_std(s)
-                    .unwrap_or_else(|e| panic!("gofer: cannot make a socket non-blocking: {e}"))
+                crate::error::OrPanic::or_panic(
+                    <$t>::from_std(s),
+                    "gofer: cannot make a socket non-blocking",
+                )
             }
         }
 
@@ -205,6 +208,7 @@ macro_rules! socket_impls {
             ///
             /// # Panics
             /// If the descriptor cannot be switched to non-blocking mode.
+            #[track_caller]
             fn from(fd: std::os::fd::OwnedFd) -> Self {
                 <$t>::from(<$std>::from(fd))
             }

@@ -175,6 +175,27 @@ impl Job {
     }
 }
 
+thread_local! {
+    /// The pool whose job this thread runs now (null otherwise): a pool
+    /// thread, or the spawner running queued jobs itself. Set for the
+    /// length of each job, while the thread holds the pool's `Inner`.
+    static RUNNING_FOR: std::cell::Cell<*const Inner> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// Makes `pool` the pool whose job this thread runs (null: none); returns
+/// the previous one. Not inlined (`context.rs`: thread-locals are reached
+/// through calls).
+#[inline(never)]
+fn set_running_for(pool: *const Inner) -> *const Inner {
+    RUNNING_FOR.with(|c| c.replace(pool))
+}
+
+/// The pool whose job this thread runs now, null if none.
+#[inline(never)]
+fn running_for() -> *const Inner {
+    RUNNING_FOR.with(|c| c.get())
+}
+
 /// A scheduler's blocking pool (see the module docs).
 pub(crate) struct BlockingPool {
     inner: Arc<Inner>,
@@ -350,6 +371,14 @@ impl BlockingPool {
         Ok(())
     }
 
+    /// Whether this thread is running a job of this pool now: a call a
+    /// task of the pool's scheduler waits for, so that scheduler cannot
+    /// finish its tasks before the job returns (`Shared::shutdown` refuses
+    /// to wait for them from here).
+    pub(crate) fn runs_job_on_this_thread(&self) -> bool {
+        std::ptr::eq(running_for(), Arc::as_ptr(&self.inner))
+    }
+
     /// Threads running a call now.
     pub(crate) fn busy(&self) -> usize {
         self.inner.busy.load(Ordering::Relaxed)
@@ -482,7 +511,7 @@ impl Inner {
                         drop(st);
                         // SAFETY: as in `work_loop`: the job left the
                         // queue, so it runs once, here.
-                        unsafe { (job.run)(job.data) };
+                        unsafe { self.run_job(job) };
                         st = self.state.lock();
                         st.completed += 1;
                     }
@@ -492,6 +521,21 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// Runs `job` on this thread, marked as running a job of this pool
+    /// meanwhile ([`BlockingPool::runs_job_on_this_thread`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`Job::new`] and [`BlockingPool::submit`]: the job left the
+    /// queue (it runs once, here) and its data is alive until `run`
+    /// returns.
+    unsafe fn run_job(&self, job: Job) {
+        let prev = set_running_for(self);
+        // SAFETY: the caller's contract.
+        unsafe { (job.run)(job.data) };
+        set_running_for(prev);
     }
 
     /// Starts one pool thread (counted by the caller).
@@ -521,7 +565,7 @@ impl Inner {
                 // SAFETY: `submit`'s contract: `data` lives until `run`
                 // returns, and `run` is sound on this thread, once (the job
                 // left the queue, so no other thread has it).
-                unsafe { (job.run)(job.data) };
+                unsafe { self.run_job(job) };
                 self.busy.fetch_sub(1, Ordering::Relaxed);
                 st = self.state.lock();
                 st.completed += 1;

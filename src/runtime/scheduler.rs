@@ -99,8 +99,10 @@ impl Scheduler {
     /// every thread of the scheduler has been joined.
     ///
     /// # Panics
-    /// When called from a task of this same scheduler (it would wait for
-    /// itself).
+    /// When called from a task of this same scheduler, or from a call such
+    /// a task made through [`unblock`](crate::unblock) (it would wait for
+    /// itself). Nothing is shut down then: the scheduler keeps running.
+    #[track_caller]
     pub fn shutdown(&self) {
         if let Err(e) = self.handle.shared.shutdown(None) {
             panic!("gofer: {e}");
@@ -116,6 +118,11 @@ impl Scheduler {
     /// `Duration::MAX`) means no deadline: the call waits like `shutdown`.
     /// If every task has finished but another call is still joining the
     /// threads when `timeout` runs out, the error says `alive: 0`.
+    ///
+    /// Errors: [`ShutdownError::TimedOut`]; [`ShutdownError::FromOwnTask`]
+    /// at once, with nothing done, when called from a task of this same
+    /// scheduler or from a call such a task made through
+    /// [`unblock`](crate::unblock).
     pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownError> {
         self.handle.shared.shutdown(Some(timeout))
     }

@@ -540,10 +540,21 @@ impl Shared {
         self.wake_all();
     }
 
-    pub(crate) fn shutdown(&self, timeout: Option<Duration>) -> Result<(), ShutdownError> {
-        if context::current_task_ptr().is_some() && context::on_scheduler(self) {
+    /// `Err(FromOwnTask)` when the caller is something a shutdown of this
+    /// scheduler would wait for, so that it would wait for itself: a task
+    /// of the scheduler, or a call such a task handed to the scheduler's
+    /// blocking pool (`unblock`: the task stays alive, parked, until the
+    /// call returns).
+    pub(crate) fn refuse_own_caller(&self) -> Result<(), ShutdownError> {
+        let in_own_task = context::current_task_ptr().is_some() && context::on_scheduler(self);
+        if in_own_task || self.blocking.runs_job_on_this_thread() {
             return Err(ShutdownError::FromOwnTask);
         }
+        Ok(())
+    }
+
+    pub(crate) fn shutdown(&self, timeout: Option<Duration>) -> Result<(), ShutdownError> {
+        self.refuse_own_caller()?;
         let start = Instant::now();
         // A timeout past what an Instant can hold is no deadline at all.
         let deadline = timeout.and_then(|t| start.checked_add(t));

@@ -35,7 +35,10 @@
 //! Release of the release that made the permit available (CAS or token
 //! store).
 
+use crate::error::Cancelled;
 use crate::runtime::wait::WaitOn;
+use crate::task::park;
+use crate::task::CancelToken;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -89,6 +92,7 @@ impl Semaphore {
     ///
     /// # Panics
     /// If `permits` exceeds [`MAX_PERMITS`](Semaphore::MAX_PERMITS).
+    #[track_caller]
     pub const fn new(permits: usize) -> Semaphore {
         assert!(
             permits <= Semaphore::MAX_PERMITS,
@@ -148,8 +152,65 @@ impl Semaphore {
         })
     }
 
+    /// Takes a permit, waiting for one until `token` is cancelled:
+    /// `Err(Cancelled)` then, with no permit taken. For a wait that a
+    /// group's [`CancelToken`] must be able to end (a worker waiting for a
+    /// slot when the group shuts down) without cancelling the task itself.
+    ///
+    /// A token already cancelled gives `Err` at once, even if a permit is
+    /// free. A permit handed to the waiter just before the cancellation is
+    /// kept: the call returns it, as a timed wait does whose permit came
+    /// at its deadline, so no permit is ever lost. On a cancelled *task*
+    /// ([`JoinHandle::cancel`](crate::JoinHandle::cancel)) the wait unwinds,
+    /// as [`acquire`](Self::acquire) does.
+    ///
+    /// ```
+    /// use gofer::sync::Semaphore;
+    /// use gofer::task::CancelToken;
+    ///
+    /// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+    /// let slots = std::sync::Arc::new(Semaphore::new(0)); // none free
+    /// let stop = CancelToken::new();
+    /// let (s, t) = (slots.clone(), stop.clone());
+    /// let worker = sched.spawn(move || match s.acquire_cancellable(&t) {
+    ///     Ok(_permit) => "worked",
+    ///     Err(gofer::Cancelled) => "stopped",
+    /// });
+    /// stop.cancel();
+    /// assert_eq!(worker.join().unwrap(), "stopped");
+    /// sched.shutdown();
+    /// ```
+    pub fn acquire_cancellable(
+        &self,
+        token: &CancelToken,
+    ) -> Result<SemaphorePermit<'_>, Cancelled> {
+        if token.is_cancelled() {
+            return Err(Cancelled);
+        }
+        if let Some(p) = self.try_acquire() {
+            return Ok(p);
+        }
+        // Registered before the wait looks at the token: a cancel from now
+        // on unparks this waiter (`CancelToken::watch`).
+        let Some(_watch) = token.watch(park::current()) else {
+            return Err(Cancelled);
+        };
+        if self.acquire_slow_unless(None, &|| token.is_cancelled()) {
+            Ok(SemaphorePermit { sem: self })
+        } else {
+            Err(Cancelled)
+        }
+    }
+
     #[cold]
     fn acquire_slow(&self, deadline: Option<Instant>) -> bool {
+        self.acquire_slow_unless(deadline, &|| false)
+    }
+
+    /// Waits for a permit until `deadline` or until `stop` answers true
+    /// (asked before each park); whether it got one.
+    #[cold]
+    fn acquire_slow_unless(&self, deadline: Option<Instant>, stop: &dyn Fn() -> bool) -> bool {
         let q = self.queue.lock();
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
@@ -184,7 +245,8 @@ impl Semaphore {
             deadline,
             ..WaitOptions::on(WaitOn::Semaphore)
         };
-        q.wait(opts, || {}, |q| self.on_leave(q)).is_ok()
+        q.wait_unless(opts, || {}, |q| self.on_leave(q), stop)
+            .is_ok()
     }
 
     /// A waiter left the queue on timeout: keep "PARKED iff non-empty".
@@ -199,6 +261,7 @@ impl Semaphore {
     ///
     /// # Panics
     /// If the count would exceed [`MAX_PERMITS`](Semaphore::MAX_PERMITS).
+    #[track_caller]
     pub fn add_permits(&self, n: usize) {
         if n > 0 {
             self.release(n);
@@ -211,6 +274,7 @@ impl Semaphore {
         self.state.load(Ordering::Relaxed) / ONE
     }
 
+    #[track_caller]
     fn release(&self, n: usize) {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
@@ -230,6 +294,7 @@ impl Semaphore {
     }
 
     #[cold]
+    #[track_caller]
     fn release_slow(&self, n: usize) {
         let mut q = self.queue.lock();
         let given = n.min(q.len());
@@ -259,6 +324,7 @@ impl Semaphore {
 }
 
 /// `s` plus `n` permits, or a panic past the maximum.
+#[track_caller]
 fn add_checked(s: usize, n: usize) -> usize {
     match (s / ONE).checked_add(n) {
         Some(total) if total <= Semaphore::MAX_PERMITS => s + n * ONE,

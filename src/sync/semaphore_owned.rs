@@ -66,6 +66,16 @@ impl Semaphore {
         self.acquire_until(deadline).map(|p| self.own(p))
     }
 
+    /// Takes a permit until `token` is cancelled, as
+    /// [`acquire_cancellable`](Self::acquire_cancellable), as an owned
+    /// permit.
+    pub fn acquire_owned_cancellable(
+        self: &Arc<Self>,
+        token: &crate::task::CancelToken,
+    ) -> Result<OwnedSemaphorePermit, crate::error::Cancelled> {
+        self.acquire_cancellable(token).map(|p| self.own(p))
+    }
+
     /// Turns a borrowed permit of this semaphore into an owned one.
     fn own(self: &Arc<Self>, permit: SemaphorePermit<'_>) -> OwnedSemaphorePermit {
         // The permit stays taken; the owned permit's drop gives it back.

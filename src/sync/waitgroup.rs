@@ -78,13 +78,14 @@ impl WaitGroup {
     ///
     /// # Panics
     /// If the count would overflow.
+    #[track_caller]
     pub fn add(&self, n: usize) {
         let count = &self.inner.count;
         let mut s = count.load(Ordering::Relaxed);
         loop {
-            let new = s
-                .checked_add(n)
-                .unwrap_or_else(|| panic!("gofer: WaitGroup count overflow"));
+            let Some(new) = s.checked_add(n) else {
+                panic!("gofer: WaitGroup count overflow");
+            };
             // Relaxed: only decrements publish work (module docs); being a
             // read-modify-write, this keeps their release sequence intact.
             match count.compare_exchange_weak(s, new, Ordering::Relaxed, Ordering::Relaxed) {
@@ -98,6 +99,7 @@ impl WaitGroup {
     ///
     /// # Panics
     /// If the count is already zero (more `done` calls than `add`ed jobs).
+    #[track_caller]
     pub fn done(&self) {
         let count = &self.inner.count;
         let mut s = count.load(Ordering::Relaxed);

@@ -360,7 +360,7 @@ impl<'a, T> QueueGuard<'a, T> {
     /// unwinds from here (`task/cancel.rs`): callers keep their own state
     /// right on an unwind.
     pub(crate) fn wait<A, C>(
-        mut self,
+        self,
         opts: WaitOptions,
         after_enqueue: A,
         on_cancel: C,
@@ -368,6 +368,27 @@ impl<'a, T> QueueGuard<'a, T> {
     where
         A: FnOnce(),
         C: FnOnce(&mut QueueGuard<'a, T>) -> Wakes,
+    {
+        self.wait_unless(opts, after_enqueue, on_cancel, || false)
+    }
+
+    /// [`wait`](Self::wait) that also gives up, as at its deadline, once
+    /// `stop` answers true. `stop` is asked before each park, so whatever
+    /// makes it true must then unpark the waiter (a [`CancelToken`]'s
+    /// watch, `task/cancel_token.rs`).
+    ///
+    /// [`CancelToken`]: crate::task::CancelToken
+    pub(crate) fn wait_unless<A, C, S>(
+        mut self,
+        opts: WaitOptions,
+        after_enqueue: A,
+        on_cancel: C,
+        stop: S,
+    ) -> Result<usize, TimedOut>
+    where
+        A: FnOnce(),
+        C: FnOnce(&mut QueueGuard<'a, T>) -> Wakes,
+        S: Fn() -> bool,
     {
         let node = pin!(Waiter::new(opts.kind, opts.since));
         let node = node.as_ref();
@@ -399,7 +420,7 @@ impl<'a, T> QueueGuard<'a, T> {
                 }
                 return r;
             }
-            if opts.deadline.is_some_and(|d| Instant::now() >= d) {
+            if stop() || opts.deadline.is_some_and(|d| Instant::now() >= d) {
                 return enrolled.cancel();
             }
             match cancel::recheck(opts.deadline) {

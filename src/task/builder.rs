@@ -2,6 +2,7 @@
 
 use super::join::JoinHandle;
 use super::spawn::spawn_at;
+use crate::error::OrPanic;
 use crate::error::SpawnError;
 use crate::runtime::scheduler::{with_current_or_default_shared, Scheduler};
 
@@ -131,7 +132,7 @@ where
 {
     Builder::new()
         .spawn(f)
-        .unwrap_or_else(|e| panic!("gofer: cannot spawn a task: {e}"))
+        .or_panic("gofer: cannot spawn a task")
 }
 
 /// Spawns a task; the coroutine counterpart of `std::thread::spawn`.

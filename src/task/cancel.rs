@@ -98,7 +98,7 @@
 use std::any::Any;
 use std::sync::atomic::Ordering;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::ShutdownError;
 use crate::runtime::context;
@@ -330,7 +330,8 @@ impl Scheduler {
     /// no task is left). A task that never reaches a cancellable wait (a
     /// loop that never waits nor checks [`is_cancelled`], a hooked call or
     /// an [`unblock`](crate::unblock) call that does not return) keeps this
-    /// waiting, as `shutdown` would.
+    /// waiting, as `shutdown` would; see
+    /// [`shutdown_now_timeout`](Self::shutdown_now_timeout) for a bound.
     ///
     /// ```
     /// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
@@ -343,12 +344,76 @@ impl Scheduler {
     /// ```
     ///
     /// # Panics
-    /// When called from a task of this same scheduler (it would wait for
-    /// itself).
+    /// When called from a task of this same scheduler, or from a call such
+    /// a task made through [`unblock`](crate::unblock): it would wait for
+    /// itself. It panics *before* it does anything: no task is cancelled
+    /// (the caller neither), and the scheduler keeps running and admitting
+    /// spawns. To stop the scheduler from one of its own tasks, hand the
+    /// call to a thread, which cancels the asking task along with the
+    /// others:
+    ///
+    /// ```
+    /// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let s = sched.clone();
+    /// sched.spawn(move || {
+    ///     // ... a task decides that the whole scheduler must stop.
+    ///     let s = s.clone();
+    ///     tx.send(std::thread::spawn(move || s.shutdown_now())).unwrap();
+    ///     gofer::sleep(std::time::Duration::from_secs(3600)); // unwinds
+    /// });
+    /// rx.recv().unwrap().join().unwrap();
+    /// assert_eq!(sched.stats().threads, 0);
+    /// ```
     ///
     /// [`JoinHandle::cancel`]: crate::JoinHandle::cancel
+    #[track_caller]
     pub fn shutdown_now(&self) {
+        if let Err(e) = self.cancel_and_shut_down(None) {
+            panic!("gofer: {e}");
+        }
+    }
+
+    /// Like [`shutdown_now`](Self::shutdown_now), but gives up after
+    /// `timeout`, saying how many tasks are still alive, as
+    /// [`shutdown_timeout`](Self::shutdown_timeout) does.
+    ///
+    /// What it did stays done: the tasks alive were asked to stop and go on
+    /// unwinding, and spawns from outside stay refused. Call it (or
+    /// `shutdown`) again to go on waiting; a new call cancels again, so
+    /// tasks spawned meanwhile are cancelled too. A `timeout` too long to
+    /// be represented as a deadline (`Duration::MAX`) means no deadline.
+    ///
+    /// Errors: [`ShutdownError::TimedOut`]; [`ShutdownError::FromOwnTask`]
+    /// when called from a task of this same scheduler or from a call such a
+    /// task made through [`unblock`](crate::unblock), in which case nothing
+    /// was cancelled.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+    /// let (tx, rx) = gofer::chan::bounded::<()>(0);
+    /// sched.spawn(move || {
+    ///     let _tx = tx;
+    ///     gofer::sleep(Duration::from_secs(3600)); // unwinds
+    /// });
+    /// assert_eq!(sched.shutdown_now_timeout(Duration::from_secs(60)), Ok(()));
+    /// assert!(rx.recv().is_err()); // the task's sender went with its unwind
+    /// ```
+    pub fn shutdown_now_timeout(&self, timeout: Duration) -> Result<(), ShutdownError> {
+        self.cancel_and_shut_down(Some(timeout))
+    }
+
+    /// Cancels every task and shuts down, again and again with short,
+    /// growing waits, until no task is left or `timeout` ran out.
+    fn cancel_and_shut_down(&self, timeout: Option<Duration>) -> Result<(), ShutdownError> {
         let shared = self.shared();
+        // Before anything is cancelled: a refused call has no effect.
+        shared.refuse_own_caller()?;
+        let start = Instant::now();
+        // A timeout past what an Instant can hold is no deadline at all.
+        let deadline = timeout.and_then(|t| start.checked_add(t));
         let mut pause = Duration::from_millis(1);
         loop {
             // Taken out of the registry first, cancelled outside its locks.
@@ -358,12 +423,22 @@ impl Scheduler {
                 request(t);
             }
             drop(all);
-            match shared.shutdown(Some(pause)) {
-                Ok(()) => return,
-                Err(ShutdownError::TimedOut { .. }) => {
+            let wait = match deadline {
+                None => pause,
+                Some(d) => pause.min(d.saturating_duration_since(Instant::now())),
+            };
+            match shared.shutdown(Some(wait)) {
+                Ok(()) => return Ok(()),
+                Err(ShutdownError::TimedOut { alive, .. }) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(ShutdownError::TimedOut {
+                            waited: start.elapsed(),
+                            alive,
+                        });
+                    }
                     pause = (pause * 2).min(Duration::from_millis(100));
                 }
-                Err(e) => panic!("gofer: {e}"),
+                Err(e) => return Err(e),
             }
         }
     }

@@ -17,6 +17,13 @@
 //! disconnect path, which already has no lost wake-up. The `cancelled(t)`
 //! arm of `select!` is sugar for a `recv` arm on [`CancelToken::done`].
 //!
+//! A wait that is no channel wait, a semaphore's
+//! ([`Semaphore::acquire_cancellable`](crate::sync::Semaphore::acquire_cancellable)),
+//! *watches* the token instead: it registers its task handle in the token
+//! (`watch`, under the token's lock, refused once cancelled), asks
+//! `is_cancelled` before each park, and the cancel unparks every watcher
+//! after it set the flag, so none sleeps through it.
+//!
 //! A rejected design: a dedicated select arm kind with its own waiter
 //! queue in the token. It would duplicate the channel's registration and
 //! claim protocol (`chan/waiter.rs`) for no gain a user can see.
@@ -51,6 +58,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use super::park::Task;
 use crate::chan::{self, Receiver, RecvTimeoutError, Sender};
 use crate::runtime::lock::Mutex;
 
@@ -119,6 +127,11 @@ struct State {
     tx: Option<Sender<Infallible>>,
     /// Live children, keyed by the address of their `Inner`.
     children: HashMap<usize, Weak<Inner>>,
+    /// Waits that are not channel waits (a semaphore's wait queue) and
+    /// watch this token: the cancel unparks each ([`CancelToken::watch`]),
+    /// keyed by `next_watch`.
+    watchers: HashMap<u64, Task>,
+    next_watch: u64,
 }
 
 impl Inner {
@@ -131,6 +144,8 @@ impl Inner {
             state: Mutex::new(State {
                 tx: Some(tx),
                 children: HashMap::new(),
+                watchers: HashMap::new(),
+                next_watch: 0,
             }),
         }
     }
@@ -141,18 +156,23 @@ impl Inner {
     }
 
     /// Marks this token cancelled; returns what the caller must drop
-    /// (outside the lock) and the children to cancel in turn. `None` if it
-    /// was cancelled already.
-    fn mark(&self) -> Option<(Sender<Infallible>, Vec<Weak<Inner>>)> {
+    /// (outside the lock), the watchers to unpark after that, and the
+    /// children to cancel in turn. `None` if it was cancelled already.
+    fn mark(&self) -> Option<Marked> {
         let mut st = self.state.lock();
         let tx = st.tx.take()?;
         // Release: pairs with the Acquire in `is_cancelled`, so whoever sees
         // the flag sees what was done before the cancel.
         self.cancelled.store(true, Ordering::Release);
         let children = std::mem::take(&mut st.children).into_values().collect();
-        Some((tx, children))
+        let watchers = std::mem::take(&mut st.watchers).into_values().collect();
+        Some((tx, watchers, children))
     }
 }
+
+/// What [`Inner::mark`] takes out of a token: its sender, its watchers,
+/// its children.
+type Marked = (Sender<Infallible>, Vec<Task>, Vec<Weak<Inner>>);
 
 impl Default for Inner {
     fn default() -> Inner {
@@ -192,9 +212,14 @@ impl CancelToken {
             let Some(inner) = weak.upgrade() else {
                 continue; // a child dropped meanwhile: nobody can wait on it
             };
-            if let Some((tx, children)) = inner.mark() {
+            if let Some((tx, watchers, children)) = inner.mark() {
                 // Disconnects the channel: every waiter wakes.
                 drop(tx);
+                // After the flag (set in `mark`): a watcher woken here
+                // sees `is_cancelled()` true.
+                for w in watchers {
+                    w.unpark();
+                }
                 work.extend(children);
             }
         }
@@ -318,6 +343,21 @@ impl CancelToken {
         DropGuard { token: Some(self) }
     }
 
+    /// Has `task` unparked when the token is cancelled, until the returned
+    /// guard is dropped; `None` (and nothing registered) if the token is
+    /// cancelled already. For a wait that is no channel wait (a
+    /// semaphore's): it registers before it looks at
+    /// [`is_cancelled`](Self::is_cancelled) and parks, so a cancel that
+    /// lands in between leaves an unpark token and the park returns.
+    pub(crate) fn watch(&self, task: Task) -> Option<Watch<'_>> {
+        let mut st = self.inner.state.lock();
+        st.tx.as_ref()?;
+        let key = st.next_watch;
+        st.next_watch += 1;
+        st.watchers.insert(key, task);
+        Some(Watch { token: self, key })
+    }
+
     /// Whether `self` and `other` are clones of one token.
     pub fn same_token(&self, other: &CancelToken) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -329,6 +369,20 @@ impl fmt::Debug for CancelToken {
         f.debug_struct("CancelToken")
             .field("cancelled", &self.is_cancelled())
             .finish()
+    }
+}
+
+/// A registration made by [`CancelToken::watch`]; removes it on drop.
+pub(crate) struct Watch<'a> {
+    token: &'a CancelToken,
+    key: u64,
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        // Gone already if the cancel took it out.
+        let removed = self.token.inner.state.lock().watchers.remove(&self.key);
+        drop(removed);
     }
 }
 

@@ -11,10 +11,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use super::builder::Builder;
 use super::join::JoinHandle;
-use crate::chan::{self, Receiver, Sender};
+use crate::chan::{self, Receiver, RecvTimeoutError, Sender};
+use crate::error::OrPanic;
 use crate::error::{JoinError, SpawnError};
 use crate::runtime::task::TaskId;
 
@@ -93,7 +95,7 @@ impl<T: Send + 'static> JoinSet<T> {
         F: FnOnce() -> T + Send + 'static,
     {
         self.spawn_with(Builder::new(), f)
-            .unwrap_or_else(|e| panic!("gofer: cannot spawn a task: {e}"))
+            .or_panic("gofer: cannot spawn a task")
     }
 
     /// Spawns `f` into the set with `builder`'s options (name, stack size,
@@ -128,23 +130,78 @@ impl<T: Send + 'static> JoinSet<T> {
     /// blocks the thread. A cancellable wait: a cancelled caller unwinds
     /// from it, and the set (when dropped by the unwind) cancels its tasks.
     pub fn join_next(&mut self) -> Option<Result<T, JoinError>> {
-        if self.tasks.is_empty() {
-            return None;
-        }
-        loop {
-            let key = self
-                .rx
-                .recv()
-                .expect("gofer: the set holds a sender of its own channel");
-            if let Some(r) = self.take(key) {
-                return Some(r);
-            }
+        self.join_next_with_id().map(|(_, r)| r)
+    }
+
+    /// Like [`join_next`](Self::join_next), and says which task the result
+    /// came from: the id [`spawn`](Self::spawn) returned for it (also the
+    /// task's [`JoinHandle::id`]). As tokio's `JoinSet::join_next_with_id`.
+    ///
+    /// ```
+    /// use gofer::task::JoinSet;
+    ///
+    /// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+    /// sched.block_on(|| {
+    ///     let mut set = JoinSet::new();
+    ///     let names: std::collections::HashMap<_, _> = ["a", "b"]
+    ///         .into_iter()
+    ///         .map(|name| (set.spawn(move || name.len()), name))
+    ///         .collect();
+    ///     while let Some((id, r)) = set.join_next_with_id() {
+    ///         println!("task {} gave {:?}", names[&id], r);
+    ///     }
+    /// });
+    /// sched.shutdown();
+    /// ```
+    pub fn join_next_with_id(&mut self) -> Option<(TaskId, Result<T, JoinError>)> {
+        self.next(None)
+    }
+
+    /// Like [`join_next`](Self::join_next), but waits at most `timeout`:
+    /// `None` when the set is empty or when no task finished in time
+    /// ([`is_empty`](Self::is_empty) tells which). A task that finishes
+    /// later stays in the set, its result kept for the next call. A
+    /// `timeout` too long to be represented as a deadline
+    /// (`Duration::MAX`) means no deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use gofer::task::JoinSet;
+    ///
+    /// let sched = gofer::Scheduler::builder().min_threads(1).build().unwrap();
+    /// sched.block_on(|| {
+    ///     let mut set = JoinSet::new();
+    ///     set.spawn(|| gofer::sleep(Duration::from_secs(3600)));
+    ///     assert!(set.join_next_timeout(Duration::from_millis(10)).is_none());
+    ///     assert_eq!(set.len(), 1); // still running; dropping the set cancels it
+    /// });
+    /// sched.shutdown();
+    /// ```
+    pub fn join_next_timeout(&mut self, timeout: Duration) -> Option<Result<T, JoinError>> {
+        self.join_next_timeout_with_id(timeout).map(|(_, r)| r)
+    }
+
+    /// [`join_next_timeout`](Self::join_next_timeout) with the task's id,
+    /// as [`join_next_with_id`](Self::join_next_with_id).
+    pub fn join_next_timeout_with_id(
+        &mut self,
+        timeout: Duration,
+    ) -> Option<(TaskId, Result<T, JoinError>)> {
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.next(Some(deadline)),
+            None => self.next(None),
         }
     }
 
     /// Like [`join_next`](Self::join_next), but does not wait: `None` if
     /// no task of the set has finished yet (or the set is empty).
     pub fn try_join_next(&mut self) -> Option<Result<T, JoinError>> {
+        self.try_join_next_with_id().map(|(_, r)| r)
+    }
+
+    /// [`try_join_next`](Self::try_join_next) with the task's id, as
+    /// [`join_next_with_id`](Self::join_next_with_id).
+    pub fn try_join_next_with_id(&mut self) -> Option<(TaskId, Result<T, JoinError>)> {
         while let Ok(key) = self.rx.try_recv() {
             if let Some(r) = self.take(key) {
                 return Some(r);
@@ -153,12 +210,38 @@ impl<T: Send + 'static> JoinSet<T> {
         None
     }
 
-    /// The result of the task `key`, which finished; `None` if it is no
-    /// longer in the set.
-    fn take(&mut self, key: u64) -> Option<Result<T, JoinError>> {
+    /// The next result, waiting until `deadline` at most (`None`: no
+    /// deadline).
+    fn next(&mut self, deadline: Option<Instant>) -> Option<(TaskId, Result<T, JoinError>)> {
+        if self.tasks.is_empty() {
+            return None;
+        }
+        loop {
+            let key = match deadline {
+                None => self
+                    .rx
+                    .recv()
+                    .expect("gofer: the set holds a sender of its own channel"),
+                Some(d) => match self.rx.recv_deadline(d) {
+                    Ok(key) => key,
+                    Err(RecvTimeoutError::Timeout) => return None,
+                    Err(RecvTimeoutError::Disconnected) => {
+                        unreachable!("gofer: the set holds a sender of its own channel")
+                    }
+                },
+            };
+            if let Some(r) = self.take(key) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// The id and result of the task `key`, which finished; `None` if it is
+    /// no longer in the set.
+    fn take(&mut self, key: u64) -> Option<(TaskId, Result<T, JoinError>)> {
         // Its notice went just before the runtime stored the result: this
         // join waits for that moment at most.
-        self.tasks.remove(&key).map(JoinHandle::join)
+        self.tasks.remove(&key).map(|h| (h.id(), h.join()))
     }
 
     /// Asks every task still in the set to stop

@@ -55,6 +55,7 @@ use super::builder::Builder;
 use super::join::JoinHandle;
 use super::park::{self, Task};
 use super::spawn::spawn_on;
+use crate::error::OrPanic;
 use crate::error::{contain, JoinError, SpawnError};
 use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
 use crate::runtime::shared::Shared;
@@ -255,7 +256,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         T: Send + 'scope,
     {
         self.spawn_with(Builder::new(), f)
-            .unwrap_or_else(|e| panic!("gofer: cannot spawn a scoped task: {e}"))
+            .or_panic("gofer: cannot spawn a scoped task")
     }
 
     /// Spawns `f` with `builder`'s options: its scheduler if it names one,

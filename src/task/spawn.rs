@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::join::{self, JoinHandle};
+use crate::error::OrPanic;
 use crate::error::{JoinError, SpawnError};
 use crate::runtime::context;
 use crate::runtime::scheduler::Scheduler;
@@ -90,8 +91,7 @@ impl Scheduler {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        spawn_on(self.shared(), None, None, None, false, f)
-            .unwrap_or_else(|e| panic!("gofer: cannot spawn a task: {e}"))
+        spawn_on(self.shared(), None, None, None, false, f).or_panic("gofer: cannot spawn a task")
     }
 
     /// Runs `f` as a task and waits for its value. The calling thread runs
@@ -175,7 +175,7 @@ impl Scheduler {
                 },
                 |h: &JoinHandle<T>| h.slot().is_done(),
             )
-            .unwrap_or_else(|e| panic!("gofer: block_on cannot spawn its task: {e}"));
+            .or_panic("gofer: block_on cannot spawn its task");
         match handle.join() {
             Ok(v) => v,
             Err(e) => resume(e),

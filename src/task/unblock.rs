@@ -110,7 +110,12 @@ use crate::runtime::wait::WaitOn;
 ///
 /// `f` runs on another thread: it sees that thread's thread-locals, and
 /// should not call gofer's task operations (it is not a task; `park` there
-/// parks the pool thread).
+/// parks the pool thread). Shutting down the task's own scheduler from `f`
+/// is refused as it is from the task itself (the scheduler would wait for
+/// the task, which waits for `f`): `shutdown_timeout` and
+/// `shutdown_now_timeout` return
+/// [`ShutdownError::FromOwnTask`](crate::ShutdownError::FromOwnTask),
+/// `shutdown` and `shutdown_now` panic.
 pub fn unblock<F, T>(f: F) -> T
 where
     F: FnOnce() -> T + Send,

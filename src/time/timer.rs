@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use crate::runtime::lock::Mutex;
 
+use crate::error::OrPanic;
 use crate::error::SpawnError;
 use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
 use crate::runtime::shared::Shared;
@@ -309,11 +310,12 @@ impl fmt::Debug for TimerHandle {
 ///
 /// # Panics
 /// If the default scheduler cannot be started (see [`SpawnError`]).
+#[track_caller]
 pub fn after<F>(delay: Duration, f: F) -> TimerHandle
 where
     F: FnOnce() + Send + 'static,
 {
-    let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
+    let sched = current_or_default_shared().or_panic("gofer");
     add_once(&sched, delay, spawn_once(f))
 }
 
@@ -358,12 +360,13 @@ where
 ///
 /// # Panics
 /// If the default scheduler cannot be started (see [`SpawnError`]).
+#[track_caller]
 pub fn after_if_alive<T, F>(target: &Arc<T>, delay: Duration, f: F) -> TimerHandle
 where
     T: Send + Sync + 'static,
     F: FnOnce(Arc<T>) + Send + 'static,
 {
-    let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
+    let sched = current_or_default_shared().or_panic("gofer");
     add_once(&sched, delay, spawn_once_if_alive(target, f))
 }
 
@@ -423,11 +426,12 @@ fn add_user(sched: &Arc<Shared>, deadline: Instant, action: UserAction) -> Timer
 ///
 /// # Panics
 /// If `period` is zero, or the default scheduler cannot be started.
+#[track_caller]
 pub fn every<F>(period: Duration, f: F) -> TimerHandle
 where
     F: Fn() + Send + Sync + 'static,
 {
-    let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
+    let sched = current_or_default_shared().or_panic("gofer");
     add_every(&sched, period, spawn_every(f))
 }
 
@@ -435,6 +439,7 @@ where
 ///
 /// # Panics
 /// If `period` is zero.
+#[track_caller]
 pub fn every_on<F>(sched: &Scheduler, period: Duration, f: F) -> TimerHandle
 where
     F: Fn() + Send + Sync + 'static,
@@ -478,12 +483,13 @@ where
 ///
 /// # Panics
 /// If `period` is zero, or the default scheduler cannot be started.
+#[track_caller]
 pub fn every_if_alive<T, F>(target: &Arc<T>, period: Duration, f: F) -> TimerHandle
 where
     T: Send + Sync + 'static,
     F: Fn(Arc<T>) + Send + Sync + 'static,
 {
-    let sched = current_or_default_shared().unwrap_or_else(|e| panic!("gofer: {e}"));
+    let sched = current_or_default_shared().or_panic("gofer");
     add_every(&sched, period, spawn_every_if_alive(target, f))
 }
 
@@ -491,6 +497,7 @@ where
 ///
 /// # Panics
 /// If `period` is zero.
+#[track_caller]
 pub fn every_if_alive_on<T, F>(
     sched: &Scheduler,
     target: &Arc<T>,
@@ -522,6 +529,7 @@ where
     })
 }
 
+#[track_caller]
 fn add_every(sched: &Arc<Shared>, period: Duration, fire: FireEvery) -> TimerHandle {
     assert!(
         !period.is_zero(),
