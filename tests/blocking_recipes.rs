@@ -157,3 +157,134 @@ fn a_plain_thread_feeds_a_hundred_consumer_tasks_through_gofer_chan() {
         },
     );
 }
+
+/// Without the recipe, the tasks waiting in `r2d2::Pool::get` hold their
+/// threads, and the connection holders parked behind them never resume: the
+/// stall report says so, naming the call from the blocked thread's own
+/// stack (`Pool::get`'s condition-variable wait) and the fix.
+#[test]
+fn without_the_recipe_the_stall_report_names_pool_get_and_its_condvar_wait() {
+    use std::io::Write;
+    const NAME: &str = "without_the_recipe_the_stall_report_names_pool_get_and_its_condvar_wait";
+    if common::child_scenario().as_deref() == Some(NAME) {
+        let sched = gofer::Scheduler::builder()
+            .min_threads(1)
+            .max_threads(2)
+            .stall_report(Duration::from_millis(200))
+            .name("pool")
+            .build()
+            .unwrap();
+        let pool = fake_pool();
+        let _tasks: Vec<_> = (0..1000)
+            .map(|_| {
+                let pool = pool.clone();
+                sched.spawn(move || {
+                    let conn = pool.get();
+                    gofer::sleep(Duration::from_millis(1));
+                    drop(conn);
+                })
+            })
+            .collect();
+        // The parent kills this process once it has read the report.
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+        std::process::exit(0);
+    }
+    let mut child = common::spawn_child_piped(NAME);
+    let report = common::read_stderr_until(&mut child, "fix:", 1);
+    let _ = child.stdin.take().unwrap().write_all(b"done\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    let at = report
+        .find("stall: thread pool-")
+        .unwrap_or_else(|| panic!("no stall report:\n{report}"));
+    let report = &report[at..];
+    let wait = report
+        .find("Condvar::wait")
+        .unwrap_or_else(|| panic!("the report names no condvar wait:\n{report}"));
+    let get = report
+        .find("r2d2::Pool")
+        .unwrap_or_else(|| panic!("the report names no r2d2::Pool call:\n{report}"));
+    assert!(wait < get, "the wait is called by the pool:\n{report}");
+    assert!(report.contains("gofer::sync"), "the fix is named:\n{report}");
+}
+
+/// SQLite through `rusqlite` (bundled), a connection per task, WAL: the
+/// recipe for any build, with or without `hooks`, is one `gofer::unblock`
+/// per transaction. The whole transaction runs on a blocking-pool thread,
+/// so the task's thread runs other tasks meanwhile, and no task holds
+/// SQLite's file locks across a park.
+#[test]
+fn sqlite_with_a_connection_per_task_completes_with_unblock_per_transaction() {
+    in_child(
+        "sqlite_with_a_connection_per_task_completes_with_unblock_per_transaction",
+        || {
+            const TASKS: usize = 200;
+            const ROWS: usize = 10;
+            let dir = std::env::temp_dir().join(format!("gofer-recipe-sqlite-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("db.sqlite");
+            {
+                let c = rusqlite::Connection::open(&path).unwrap();
+                c.pragma_update(None, "journal_mode", "WAL").unwrap();
+                c.execute_batch("CREATE TABLE t (task INTEGER, n INTEGER)")
+                    .unwrap();
+            }
+            let sched = gofer::Scheduler::builder()
+                .min_threads(2)
+                .max_threads(2)
+                .name("sqlite")
+                .build()
+                .unwrap();
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|task| {
+                    let path = path.clone();
+                    sched.spawn(move || {
+                        let conn = gofer::unblock(move || {
+                            let c = rusqlite::Connection::open(&path).unwrap();
+                            c.busy_timeout(Duration::from_secs(30)).unwrap();
+                            c
+                        });
+                        let mut seen = 0;
+                        let mut conn = Some(conn);
+                        for n in 0..ROWS {
+                            let c = conn.take().unwrap();
+                            let (c, count) = gofer::unblock(move || {
+                                c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                                c.execute(
+                                    "INSERT INTO t (task, n) VALUES (?1, ?2)",
+                                    (task as i64, n as i64),
+                                )
+                                .unwrap();
+                                let count: i64 = c
+                                    .query_row(
+                                        "SELECT COUNT(*) FROM t WHERE task = ?1",
+                                        [task as i64],
+                                        |r| r.get(0),
+                                    )
+                                    .unwrap();
+                                c.execute_batch("COMMIT").unwrap();
+                                (c, count)
+                            });
+                            conn = Some(c);
+                            seen = count;
+                            // Between transactions the task parks as usual.
+                            gofer::yield_now();
+                        }
+                        seen
+                    })
+                })
+                .collect();
+            for t in tasks {
+                assert_eq!(t.join().unwrap(), ROWS as i64, "each task sees its own rows");
+            }
+            let c = rusqlite::Connection::open(&path).unwrap();
+            let total: i64 = c
+                .query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(total, (TASKS * ROWS) as i64, "every row committed once");
+            sched.shutdown();
+            let _ = std::fs::remove_dir_all(&dir);
+        },
+    );
+}
