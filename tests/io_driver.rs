@@ -167,3 +167,40 @@ fn probing_io_uring_does_not_interrupt_the_building_threads_timed_reads() {
         }
     });
 }
+
+/// A `GOFER_IO` that is not UTF-8 names no driver: the build fails with
+/// `ConfigError::IoDriver` naming the variable, as for any other value
+/// (it used to be taken for unset, and `Auto` ran).
+#[test]
+fn a_non_utf8_gofer_io_is_a_config_error_naming_the_variable() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let test = "a_non_utf8_gofer_io_is_a_config_error_naming_the_variable";
+    if child_scenario().as_deref() == Some(test) {
+        let e = Scheduler::builder()
+            .build()
+            .expect_err("a non-UTF-8 GOFER_IO is no driver");
+        let ConfigError::IoDriver { requested, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(requested, "ur\u{fffd}ing");
+        let msg = e.to_string();
+        assert!(msg.contains("GOFER_IO is not valid UTF-8"), "{msg}");
+        assert!(msg.contains("auto, epoll or uring"), "{msg}");
+        println!("CHILD-OK {test}");
+        return;
+    }
+    let out = common::run_child_watched_os(
+        test,
+        test,
+        &[("GOFER_IO", OsStr::from_bytes(b"ur\xffing"))],
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|| panic!("{test} hung: the child was killed"));
+    assert!(
+        out.status.success()
+            && String::from_utf8_lossy(&out.stdout).contains(&format!("CHILD-OK {test}")),
+        "{}",
+        describe(&out)
+    );
+}

@@ -499,7 +499,7 @@ impl SchedulerBuilder {
             return Err(ConfigError::Name(self.name));
         }
         let (requested, source) =
-            io::choice::requested(self.io_driver, std::env::var("GOFER_IO").ok().as_deref())?;
+            io::choice::requested(self.io_driver, std::env::var_os("GOFER_IO").as_deref())?;
         let (io_driver, io_driver_reason) = io::choice::resolve(
             requested,
             source,
