@@ -34,7 +34,7 @@
 //! | `fcntl(F_SETFL)`, `ioctl(FIONBIO)` | record whether the program asked for non-blocking mode: such a descriptor keeps returning `EAGAIN` |
 //! | `setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)` | recorded as the waits' timeouts (and passed on) |
 //! | `dup`, `dup2`, `dup3` | the new descriptor gets its own bookkeeping; the one `dup2`/`dup3` replace is closed as by `close` |
-//! | `syscall(SYS_futex, ...)` (how std's `Mutex`, `RwLock`, `Condvar` and `Once` wait) | `FUTEX_WAIT`/`FUTEX_WAIT_BITSET` on a lock's own word park the task (a word of the thread's own blocks it, see below) on a waiter table keyed by address (timeouts on the scheduler's timers, `ETIMEDOUT` on expiry); `FUTEX_WAKE`/`FUTEX_WAKE_BITSET` from any thread wake the table's tasks first, then pass the rest of the count to the kernel's waiters, and return the total woken; see `futex.rs` for the other operations |
+//! | `syscall(SYS_futex, ...)` (how std's `Mutex`, `RwLock`, `Condvar` and `Once` wait) | `FUTEX_WAIT`/`FUTEX_WAIT_BITSET` on a lock's own word park the task (a word of the thread's own blocks it, see below) on a waiter table keyed by address (timeouts on the scheduler's timers, `ETIMEDOUT` on expiry); `FUTEX_WAKE`/`FUTEX_WAKE_BITSET` from any thread wake the table's tasks first, then pass the rest of the count to the kernel's waiters, and return the total woken; each call answers (result and errno) as the kernel does on a plain thread, for bad pointers, bad timeouts and flags too (the kernel checks a wait before the task is queued); see `futex.rs` for the other operations |
 //! | `syscall`, any other number | libc's `syscall`, arguments, result and errno unchanged |
 //!
 //! | call | inside a task: made on the blocking pool |
