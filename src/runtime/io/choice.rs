@@ -10,7 +10,9 @@
 //!    io_uring, it is not disabled, and it has every operation the driver
 //!    uses); otherwise the build fails with [`ConfigError::IoDriver`]: no
 //!    silent fallback, so a benchmark never measures the other driver by
-//!    mistake.
+//!    mistake. A forced `Uring` probes afresh at every build
+//!    ([`probe_forced`]), so a ring refused since an earlier build fails
+//!    this one too.
 //! 4. `Auto` runs io_uring only where the benchmarks show it ahead of
 //!    epoll ([`URING_AHEAD`]) and the probe passes; otherwise epoll. While
 //!    the ring is not ahead, `Auto` does not probe at all: the probe sets
@@ -58,6 +60,21 @@ pub(crate) const URING_AHEAD: bool = false;
 pub(crate) fn probe_once() -> Result<(), String> {
     static ANSWER: OnceLock<Result<(), String>> = OnceLock::new();
     ANSWER.get_or_init(super::uring_probe).clone()
+}
+
+/// The check behind a forced [`IoDriver::Uring`]: a ring set up afresh at
+/// each such build (on a thread of its own, as [`probe_once`]), not the
+/// process's first answer. io_uring that worked once may be refused since
+/// (`kernel.io_uring_disabled` set, a seccomp filter installed, the
+/// process out of descriptors or locked memory): the build then fails
+/// with [`ConfigError::IoDriver`] instead of running epoll under the
+/// name of the ring. `Auto` keeps the cached answer (it falls back to
+/// epoll by design). A ring that still fails after the build, on one
+/// Processer, is counted in the stats' reason (`Shared::stats`).
+///
+/// [`ConfigError::IoDriver`]: crate::ConfigError::IoDriver
+pub(crate) fn probe_forced() -> Result<(), String> {
+    super::uring_probe()
 }
 
 /// Where the driver asked for came from, for the reason.
