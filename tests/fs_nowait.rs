@@ -5,6 +5,8 @@
 //! a file dropped from the cache, a read at and across the end of the
 //! file, and a pipe; and a cached read starts no blocking-pool thread.
 
+mod common;
+
 use std::io::{IoSliceMut, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -195,6 +197,91 @@ fn hooked_std_reads_give_stds_bytes_and_positions() {
         .join()
         .unwrap();
     assert_eq!((n, pos), (10, data.len() as u64));
+    s.shutdown();
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Reads `path` in a task of `s` with `gofer::fs::File::read` (not
+/// `read_to_end`, which goes to the pool whole), 1000 bytes at a time.
+fn read_in_task(s: &Scheduler, path: &Path) -> Vec<u8> {
+    let f = gofer::fs::File::from_std(std::fs::File::open(path).unwrap());
+    s.spawn(move || {
+        let mut f = f;
+        let mut all = Vec::new();
+        let mut buf = [0u8; 1000];
+        loop {
+            let n = f.read(&mut buf).unwrap();
+            if n == 0 {
+                return all;
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+    })
+    .join()
+    .unwrap()
+}
+
+/// A `/proc` (or `/sys`) file refuses `RWF_NOWAIT` (`EOPNOTSUPP`): that
+/// stops the page-cache reads of that file only, not of the process. After
+/// one, a cached regular file still reads in place: a scheduler that only
+/// reads it starts no pool thread. In a child process: the fast path's
+/// state is the process's.
+#[test]
+fn a_proc_file_does_not_switch_the_page_cache_reads_off_for_other_files() {
+    common::in_child(
+        "a_proc_file_does_not_switch_the_page_cache_reads_off_for_other_files",
+        proc_file_then_regular_file,
+    );
+}
+
+fn proc_file_then_regular_file() {
+    let (path, data) = temp_file("after-proc", 16 * 1024);
+    std::fs::read(&path).unwrap(); // in the page cache
+    let procs = sched();
+    for p in [
+        "/proc/self/status",
+        "/proc/self/stat",
+        "/sys/kernel/mm/transparent_hugepage/enabled",
+    ] {
+        if Path::new(p).exists() {
+            assert!(!read_in_task(&procs, Path::new(p)).is_empty(), "{p}");
+        }
+    }
+    // The /proc reads went to the pool.
+    assert!(procs.stats().blocking_threads > 0);
+    procs.shutdown();
+    let s = sched();
+    assert_eq!(read_in_task(&s, &path), data);
+    assert_eq!(
+        s.stats().blocking_threads,
+        0,
+        "after a /proc read, a read the page cache answers went to the pool"
+    );
+    #[cfg(feature = "hooks")]
+    {
+        // std's own reads, through the hooks: the same, per descriptor.
+        let procs = sched();
+        let n = procs
+            .spawn(|| {
+                let mut f = std::fs::File::open("/proc/self/status").unwrap();
+                let mut buf = [0u8; 1000];
+                f.read(&mut buf).unwrap()
+            })
+            .join()
+            .unwrap();
+        assert!(n > 0);
+        procs.shutdown();
+        let s2 = sched();
+        let f = std::fs::File::open(&path).unwrap();
+        let got = s2.spawn(move || trace(&mut { f }, 1000)).join().unwrap();
+        assert_eq!(joined(&got), data);
+        assert_eq!(
+            s2.stats().blocking_threads,
+            0,
+            "hooked: after a /proc read, a cached read went to the pool"
+        );
+        s2.shutdown();
+    }
     s.shutdown();
     let _ = std::fs::remove_file(&path);
 }

@@ -11,6 +11,8 @@
 //!
 //! ```text
 //!   bits 63..32   generation: +1 at every close (or dup2 over it)
+//!   bit  7        NO_NOWAIT     the file refused a page-cache read
+//!                               (`RWF_NOWAIT`): its reads go to the pool
 //!   bit  6        SHARED        another number names the same open file
 //!   bit  5        CLOSING       being closed: callers wait until it is
 //!   bit  4        SOCKET        it is a socket (connect, SO_*TIMEO apply)
@@ -65,6 +67,10 @@ const CLOSING: u64 = 32;
 /// the program makes through it are not seen here, so a wait asks the
 /// kernel for them.
 const SHARED: u64 = 64;
+/// The file refused a page-cache read (`fs::nowait`: its file system, as
+/// `/proc` or `/sys`, cannot honour `RWF_NOWAIT`): its reads are not
+/// tried in place again. Cleared with the other flags at close.
+pub(crate) const NO_NOWAIT: u64 = 128;
 const FLAGS: u64 = 0xffff_ffff;
 const GEN_ONE: u64 = 1 << 32;
 

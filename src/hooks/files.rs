@@ -27,9 +27,11 @@
 
 use libc::{c_char, c_int, c_uint, c_void, iovec, mode_t, off64_t, off_t, size_t, ssize_t};
 
+use super::fdctx;
 use super::guard::{errno, may_park, set_errno};
 use super::offload::{is_file, offload, offloads_fd, on_file};
 use super::real;
+use crate::fs::nowait::Cached;
 
 macro_rules! file_calls {
     ($($(#[$doc:meta])* fn $name:ident($fd:ident: c_int $(, $arg:ident: $t:ty)*) -> $ret:ty;)*) => {
@@ -180,6 +182,10 @@ pub(super) unsafe fn read_in_place(fd: c_int, iov: *const iovec, cnt: c_int) -> 
     if !(offloads_fd(fd) && is_file(fd)) {
         return None;
     }
+    let ctx = fdctx::get(fd)?;
+    if ctx.state(fd) & fdctx::NO_NOWAIT != 0 {
+        return None;
+    }
     let entries = usize::try_from(cnt).ok().filter(|&n| n > 0)?;
     // SAFETY: the caller's vector of `cnt` entries.
     let iovs = unsafe { std::slice::from_raw_parts(iov, entries) };
@@ -187,7 +193,15 @@ pub(super) unsafe fn read_in_place(fd: c_int, iov: *const iovec, cnt: c_int) -> 
         .iter()
         .try_fold(0usize, |sum, v| sum.checked_add(v.iov_len))?;
     // SAFETY: the caller's vector, `len` bytes in all.
-    let got = unsafe { crate::fs::nowait::read_cached(fd, iov, cnt, len) }?;
+    let got = match unsafe { crate::fs::nowait::read_cached(fd, iov, cnt, len) } {
+        Cached::Read(n) => n,
+        Cached::Miss => return None,
+        Cached::Refused => {
+            // This file only: another file system may take the flag.
+            ctx.set_bit(fdctx::NO_NOWAIT, true);
+            return None;
+        }
+    };
     if got == 0 || got >= len || at_end(fd) {
         return Some(got as ssize_t);
     }
