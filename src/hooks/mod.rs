@@ -181,6 +181,8 @@ mod futex;
 #[cfg(feature = "hooks")]
 mod guard;
 #[cfg(feature = "hooks")]
+mod in_place;
+#[cfg(feature = "hooks")]
 mod io_loop;
 #[cfg(feature = "hooks")]
 mod locks;
