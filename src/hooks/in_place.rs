@@ -24,7 +24,7 @@
 //! and `O_DSYNC` are made in place. A buffered write copies into the page
 //! cache and returns; the disk write happens later, in the kernel's
 //! writeback. Where the file system takes `RWF_NOWAIT` for such writes
-//! (XFS, btrfs), the write is asked with it first and goes to the pool on
+//! (XFS and btrfs on recent kernels), the write is asked with it first and goes to the pool on
 //! `EAGAIN` (a lock held, blocks to allocate, writeback throttling). Where
 //! it refuses the flag (ext4 on 6.18 answers `EOPNOTSUPP` to every buffered
 //! write with it), the write is made in place as it stands: measured on
