@@ -24,8 +24,9 @@
 //! and `O_DSYNC` are made in place. A buffered write copies into the page
 //! cache and returns; the disk write happens later, in the kernel's
 //! writeback. Where the file system takes `RWF_NOWAIT` for such writes
-//! (XFS and btrfs on recent kernels), the write is asked with it first and goes to the pool on
-//! `EAGAIN` (a lock held, blocks to allocate, writeback throttling). Where
+//! (XFS and btrfs on recent kernels), the write is asked with it first
+//! and goes to the pool on `EAGAIN` (a lock held, blocks to allocate,
+//! writeback throttling). Where
 //! it refuses the flag (ext4 on 6.18 answers `EOPNOTSUPP` to every buffered
 //! write with it), the write is made in place as it stands: measured on
 //! ext4, 100 000 appends of 24 and 4096 bytes (SQLite's WAL frames, with
