@@ -282,6 +282,137 @@ fn proc_file_then_regular_file() {
         );
         s2.shutdown();
     }
+
+/// With `hooks`, std's positioned reads (`pread64`) and `libc::preadv` of a
+/// file inside a task: the bytes std gives on a plain thread, at every
+/// offset (across and past the end of the file included), cached or not,
+/// and no pool thread while cached; a negative offset fails with `EINVAL`
+/// as the call does (in `preadv2`, -1 would mean the file position).
+#[cfg(feature = "hooks")]
+#[test]
+fn hooked_positioned_reads_give_stds_bytes() {
+    use std::os::unix::fs::FileExt;
+    let (path, data) = temp_file("pread", 100 * 1024 + 17);
+    let len = data.len() as u64;
+    let offsets = [0u64, 1, 4095, 4096, 50_000, len - 10, len, len + 5];
+    let reads = move |f: &std::fs::File| -> Vec<Vec<u8>> {
+        offsets
+            .into_iter()
+            .flat_map(|off| {
+                [1usize, 100, 8192, 65_536].map(|n| {
+                    let mut buf = vec![0u8; n];
+                    let got = f.read_at(&mut buf, off).unwrap();
+                    buf.truncate(got);
+                    buf
+                })
+            })
+            .collect()
+    };
+    let expected = reads(&std::fs::File::open(&path).unwrap());
+    let s = sched();
+    for uncached in [false, true] {
+        if uncached {
+            drop_from_cache(&path);
+        }
+        let f = std::fs::File::open(&path).unwrap();
+        let got = s.spawn(move || reads(&f)).join().unwrap();
+        assert_eq!(got, expected, "uncached: {uncached}");
+        if !uncached {
+            assert_eq!(
+                s.stats().blocking_threads,
+                0,
+                "a cached pread went to the pool"
+            );
+        }
+    }
+    let f = std::fs::File::open(&path).unwrap();
+    let (vec_n, head, tail, einval) = s
+        .spawn(move || {
+            let (mut a, mut b) = ([0u8; 10], [0u8; 20]);
+            let iov = [
+                libc::iovec {
+                    iov_base: a.as_mut_ptr().cast(),
+                    iov_len: a.len(),
+                },
+                libc::iovec {
+                    iov_base: b.as_mut_ptr().cast(),
+                    iov_len: b.len(),
+                },
+            ];
+            // SAFETY: two live buffers of the lengths given.
+            let n = unsafe { libc::preadv(f.as_raw_fd(), iov.as_ptr(), 2, 5) };
+            let mut one = [0u8; 1];
+            // SAFETY: a live one-byte buffer.
+            let r = unsafe { libc::pread(f.as_raw_fd(), one.as_mut_ptr().cast(), 1, -1) };
+            let e = std::io::Error::last_os_error().raw_os_error();
+            (n, a, b, (r, e))
+        })
+        .join()
+        .unwrap();
+    assert_eq!(
+        (vec_n, &head[..], &tail[..]),
+        (30, &data[5..15], &data[15..35])
+    );
+    assert_eq!(einval, (-1, Some(libc::EINVAL)));
+    s.shutdown();
+    let _ = std::fs::remove_file(&path);
+}
+
+/// With `hooks`, small buffered writes of a file inside a task (`write`,
+/// `pwrite64`, `pwritev`) leave the bytes and positions a plain thread's
+/// would, and (on a file system that refuses `RWF_NOWAIT` for buffered
+/// writes, as ext4 does, or takes it and finds nothing to wait for) start
+/// no pool thread; a file opened `O_DSYNC` writes on the pool.
+#[cfg(feature = "hooks")]
+#[test]
+fn hooked_buffered_writes_give_stds_bytes_in_place() {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let path = std::env::temp_dir().join(format!("gofer-nowait-pwrite-{}", std::process::id()));
+    let s = sched();
+    let writes = |f: &mut std::fs::File| {
+        f.write_all(&[1u8; 5000]).unwrap();
+        f.write_at(&[2u8; 100], 10).unwrap();
+        let (a, b) = ([3u8; 7], [4u8; 9]);
+        let iov = [
+            libc::iovec {
+                iov_base: a.as_ptr() as *mut _,
+                iov_len: a.len(),
+            },
+            libc::iovec {
+                iov_base: b.as_ptr() as *mut _,
+                iov_len: b.len(),
+            },
+        ];
+        // SAFETY: two live buffers of the lengths given.
+        let n = unsafe { libc::pwritev(f.as_raw_fd(), iov.as_ptr(), 2, 6000) };
+        f.write_all(&[5u8; 3]).unwrap();
+        (n, f.stream_position().unwrap())
+    };
+    let expected = {
+        let mut f = std::fs::File::create(&path).unwrap();
+        let r = writes(&mut f);
+        (r, std::fs::read(&path).unwrap())
+    };
+    let mut f = std::fs::File::create(&path).unwrap();
+    let r = s.spawn(move || writes(&mut f)).join().unwrap();
+    assert_eq!((r, std::fs::read(&path).unwrap()), expected);
+    assert_eq!(
+        s.stats().blocking_threads,
+        0,
+        "a small buffered write went to the pool"
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DSYNC)
+        .open(&path)
+        .unwrap();
+    s.spawn(move || f.write_all(&[6u8; 10]).unwrap())
+        .join()
+        .unwrap();
+    assert!(
+        s.stats().blocking_threads > 0,
+        "an O_DSYNC write was made in place"
+    );
     s.shutdown();
     let _ = std::fs::remove_file(&path);
 }
