@@ -669,3 +669,53 @@ fn processers_hold_no_file_descriptor() {
     );
     println!("CHILD-OK");
 }
+
+const ENV_NON_UTF8_TEST: &str = "non_utf8_thread_variables_are_refused_naming_the_variable";
+
+/// `GOFER_THREADS` and `GOFER_MAX_THREADS` that are not UTF-8 are
+/// malformed, not unset: the default scheduler fails with
+/// `ConfigError::Env` naming the variable.
+#[test]
+fn non_utf8_thread_variables_are_refused_naming_the_variable() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let bad = OsStr::from_bytes(b"4\xff");
+    match child_scenario().as_deref() {
+        Some(scenario @ ("threads-utf8" | "max-utf8")) => {
+            let var = if scenario == "threads-utf8" {
+                "GOFER_THREADS"
+            } else {
+                "GOFER_MAX_THREADS"
+            };
+            let e = ConfigError::Env {
+                var,
+                value: "4\u{fffd}".into(),
+            };
+            let msg = e.to_string();
+            assert!(msg.contains(var), "{msg}");
+            expect_default_scheduler_error(e);
+            println!("CHILD-OK");
+        }
+        Some(other) => panic!("unknown scenario {other}"),
+        None => {
+            for (scenario, var) in [
+                ("threads-utf8", "GOFER_THREADS"),
+                ("max-utf8", "GOFER_MAX_THREADS"),
+            ] {
+                let out = common::run_child_watched_os(
+                    ENV_NON_UTF8_TEST,
+                    scenario,
+                    &[(var, bad)],
+                    CHILD_LIMIT,
+                )
+                .unwrap_or_else(|| panic!("child {scenario} hung"));
+                assert!(
+                    out.status.success()
+                        && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),
+                    "{}",
+                    describe(&out)
+                );
+            }
+        }
+    }
+}

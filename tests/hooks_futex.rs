@@ -463,3 +463,455 @@ fn other_system_calls_through_syscall_pass_through_unchanged() {
         },
     );
 }
+
+// ------------------------------------------------------------ conformance
+
+/// One raw futex call's answer: the result and, when it failed, errno.
+type Answer = (libc::c_long, i32);
+
+/// `syscall(SYS_futex, ...)` with every argument as a word, through the
+/// hooked `syscall`; errno is read only when the call failed.
+fn raw_futex(uaddr: usize, op: i32, val: u32, timeout: usize, uaddr2: usize, val3: u32) -> Answer {
+    // SAFETY: the cases below pass words and timeouts that are live, or
+    // addresses the kernel answers EFAULT or EINVAL for (which the hook
+    // must answer the same, never by touching them).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            uaddr as *const u32,
+            op,
+            val,
+            timeout as *const libc::timespec,
+            uaddr2 as *const u32,
+            val3,
+        )
+    };
+    (r, if r < 0 { errno() } else { 0 })
+}
+
+/// A page mapped with no access, for the whole process: the kernel answers
+/// EFAULT for a word or a timeout there, and a read from user space kills
+/// the process (an address that was unmapped could be reused meanwhile).
+fn no_access_page() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: a fresh anonymous mapping, checked, never unmapped.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p as usize
+    })
+}
+
+/// `clock`'s time `ms` milliseconds from now.
+fn clock_in(clock: libc::clockid_t, ms: i64) -> libc::timespec {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock and out-pointer.
+    unsafe { libc::clock_gettime(clock, &mut t) };
+    let ns = t.tv_nsec + ms * 1_000_000;
+    libc::timespec {
+        tv_sec: t.tv_sec + ns / 1_000_000_000,
+        tv_nsec: ns % 1_000_000_000,
+    }
+}
+
+/// The conformance cases: a name and a call that cannot wait long
+/// (whatever its outcome, at most a few milliseconds), made on the caller's
+/// thread. Built where they run: the words and timeouts live in the
+/// caller's frame or in the no-access page.
+fn conformance_cases() -> Vec<(String, Box<dyn Fn() -> Answer + Send + Sync>)> {
+    const FLAGS: [(&str, i32); 4] = [
+        ("", 0),
+        ("|PRIVATE", libc::FUTEX_PRIVATE_FLAG),
+        ("|CLOCK_REALTIME", libc::FUTEX_CLOCK_REALTIME),
+        (
+            "|PRIVATE|CLOCK_REALTIME",
+            libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME,
+        ),
+    ];
+    let bad = no_access_page();
+    let mut cases: Vec<(String, Box<dyn Fn() -> Answer + Send + Sync>)> = Vec::new();
+    let mut add = |name: String, f: Box<dyn Fn() -> Answer + Send + Sync>| cases.push((name, f));
+    for (cmd_name, cmd) in [
+        ("WAIT", libc::FUTEX_WAIT),
+        ("WAIT_BITSET", libc::FUTEX_WAIT_BITSET),
+    ] {
+        for (flag_name, flags) in FLAGS {
+            let op = cmd | flags;
+            let n = |what: &str| format!("{cmd_name}{flag_name}: {what}");
+            // A timeout that ends 2 ms from now, as this op reads it.
+            let soon = move || {
+                if cmd == libc::FUTEX_WAIT {
+                    libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 2_000_000,
+                    }
+                } else if flags & libc::FUTEX_CLOCK_REALTIME != 0 {
+                    clock_in(libc::CLOCK_REALTIME, 2)
+                } else {
+                    clock_in(libc::CLOCK_MONOTONIC, 2)
+                }
+            };
+            add(
+                n("a word in no-access memory"),
+                Box::new(move || raw_futex(bad, op, 0, 0, 0, u32::MAX)),
+            );
+            add(
+                n("a timeout in no-access memory"),
+                Box::new(move || {
+                    let w = AtomicU32::new(0);
+                    raw_futex(w.as_ptr() as usize, op, 0, bad, 0, u32::MAX)
+                }),
+            );
+            add(
+                n("both in no-access memory"),
+                Box::new(move || raw_futex(bad, op, 0, bad, 0, u32::MAX)),
+            );
+            add(
+                n("a null word"),
+                Box::new(move || raw_futex(0, op, 0, 0, 0, u32::MAX)),
+            );
+            add(
+                n("a misaligned word"),
+                Box::new(move || {
+                    let w = [AtomicU32::new(0), AtomicU32::new(0)];
+                    raw_futex(w.as_ptr() as usize + 2, op, 0, 0, 0, u32::MAX)
+                }),
+            );
+            add(
+                n("a word that differs"),
+                Box::new(move || {
+                    let w = AtomicU32::new(1);
+                    raw_futex(w.as_ptr() as usize, op, 0, 0, 0, u32::MAX)
+                }),
+            );
+            add(
+                n("a timeout with 2e9 nanoseconds"),
+                Box::new(move || {
+                    let w = AtomicU32::new(0);
+                    let ts = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 2_000_000_000,
+                    };
+                    raw_futex(w.as_ptr() as usize, op, 0, &ts as *const _ as usize, 0, 0)
+                }),
+            );
+            add(
+                n("a negative timeout"),
+                Box::new(move || {
+                    let w = AtomicU32::new(0);
+                    let ts = libc::timespec {
+                        tv_sec: -1,
+                        tv_nsec: 0,
+                    };
+                    raw_futex(w.as_ptr() as usize, op, 0, &ts as *const _ as usize, 0, 0)
+                }),
+            );
+            add(
+                n("a timeout that passes"),
+                Box::new(move || {
+                    let w = AtomicU32::new(0);
+                    let ts = soon();
+                    raw_futex(
+                        w.as_ptr() as usize,
+                        op,
+                        0,
+                        &ts as *const _ as usize,
+                        0,
+                        u32::MAX,
+                    )
+                }),
+            );
+            add(
+                n("a zero bitset, timeout passing"),
+                Box::new(move || {
+                    let w = AtomicU32::new(0);
+                    let ts = soon();
+                    raw_futex(w.as_ptr() as usize, op, 0, &ts as *const _ as usize, 0, 0)
+                }),
+            );
+            add(
+                n("a zero bitset and a word that differs"),
+                Box::new(move || {
+                    let w = AtomicU32::new(1);
+                    raw_futex(w.as_ptr() as usize, op, 0, 0, 0, 0)
+                }),
+            );
+            add(
+                n("a zero bitset and a timeout in no-access memory"),
+                Box::new(move || {
+                    let w = AtomicU32::new(0);
+                    raw_futex(w.as_ptr() as usize, op, 0, bad, 0, 0)
+                }),
+            );
+        }
+    }
+    for (cmd_name, cmd) in [
+        ("WAKE", libc::FUTEX_WAKE),
+        ("WAKE_BITSET", libc::FUTEX_WAKE_BITSET),
+    ] {
+        for (flag_name, flags) in FLAGS {
+            let op = cmd | flags;
+            let n = |what: &str| format!("{cmd_name}{flag_name}: {what}");
+            for count in [0u32, 1, i32::MAX as u32, u32::MAX] {
+                add(
+                    n(&format!("nobody waiting, count {count}")),
+                    Box::new(move || {
+                        let w = AtomicU32::new(0);
+                        raw_futex(w.as_ptr() as usize, op, count, 0, 0, u32::MAX)
+                    }),
+                );
+            }
+            add(
+                n("a word in no-access memory"),
+                Box::new(move || raw_futex(bad, op, 1, 0, 0, u32::MAX)),
+            );
+            add(
+                n("a null word"),
+                Box::new(move || raw_futex(0, op, 1, 0, 0, u32::MAX)),
+            );
+            add(
+                n("a misaligned word"),
+                Box::new(move || {
+                    let w = [AtomicU32::new(0), AtomicU32::new(0)];
+                    raw_futex(w.as_ptr() as usize + 2, op, 1, 0, 0, u32::MAX)
+                }),
+            );
+            add(
+                n("a zero bitset"),
+                Box::new(move || {
+                    let w = AtomicU32::new(0);
+                    raw_futex(w.as_ptr() as usize, op, 1, 0, 0, 0)
+                }),
+            );
+        }
+    }
+    for (flag_name, flags) in [("", 0), ("|PRIVATE", libc::FUTEX_PRIVATE_FLAG)] {
+        let n = |what: &str| format!("{what}{flag_name}");
+        add(
+            n("REQUEUE, nobody waiting"),
+            Box::new(move || {
+                let (a, b) = (AtomicU32::new(0), AtomicU32::new(0));
+                let (a, b) = (a.as_ptr() as usize, b.as_ptr() as usize);
+                raw_futex(a, libc::FUTEX_REQUEUE | flags, 1, 1, b, 0)
+            }),
+        );
+        add(
+            n("CMP_REQUEUE, a word that differs"),
+            Box::new(move || {
+                let (a, b) = (AtomicU32::new(1), AtomicU32::new(0));
+                let (a, b) = (a.as_ptr() as usize, b.as_ptr() as usize);
+                raw_futex(a, libc::FUTEX_CMP_REQUEUE | flags, 1, 1, b, 0)
+            }),
+        );
+        add(
+            n("CMP_REQUEUE, a word in no-access memory"),
+            Box::new(move || {
+                let b = AtomicU32::new(0);
+                let b = b.as_ptr() as usize;
+                raw_futex(bad, libc::FUTEX_CMP_REQUEUE | flags, 1, 1, b, 0)
+            }),
+        );
+        add(
+            n("CMP_REQUEUE, a second word in no-access memory"),
+            Box::new(move || {
+                let a = AtomicU32::new(0);
+                let a = a.as_ptr() as usize;
+                raw_futex(a, libc::FUTEX_CMP_REQUEUE | flags, 1, 1, bad, 0)
+            }),
+        );
+        add(
+            n("WAKE_OP, a second word in no-access memory"),
+            Box::new(move || {
+                let a = AtomicU32::new(0);
+                let a = a.as_ptr() as usize;
+                raw_futex(a, libc::FUTEX_WAKE_OP | flags, 1, 1, bad, 0)
+            }),
+        );
+        add(
+            n("WAKE_OP, nobody waiting"),
+            Box::new(move || {
+                let (a, b) = (AtomicU32::new(0), AtomicU32::new(0));
+                let (a, b) = (a.as_ptr() as usize, b.as_ptr() as usize);
+                // FUTEX_OP_SET of 1 on the second word, wake if it was 0.
+                raw_futex(a, libc::FUTEX_WAKE_OP | flags, 1, 1, b, 1 << 28 | 1 << 12)
+            }),
+        );
+        add(
+            n("UNLOCK_PI of a word nobody owns"),
+            Box::new(move || {
+                let a = AtomicU32::new(0);
+                raw_futex(
+                    a.as_ptr() as usize,
+                    libc::FUTEX_UNLOCK_PI | flags,
+                    0,
+                    0,
+                    0,
+                    0,
+                )
+            }),
+        );
+        for unknown in [14, 99, 0x7f] {
+            add(
+                n(&format!("unknown operation {unknown}")),
+                Box::new(move || {
+                    let a = AtomicU32::new(0);
+                    raw_futex(a.as_ptr() as usize, unknown | flags, 0, 0, 0, 0)
+                }),
+            );
+        }
+    }
+    cases
+}
+
+/// Every conformance case answers in a task as on a plain thread (where
+/// the hooked `syscall` passes the call to the kernel).
+#[test]
+fn raw_futex_calls_in_a_task_answer_as_the_kernel_does_on_a_plain_thread() {
+    in_child(
+        "raw_futex_calls_in_a_task_answer_as_the_kernel_does_on_a_plain_thread",
+        || {
+            let on_thread: Vec<(String, Answer)> = std::thread::spawn(|| {
+                conformance_cases()
+                    .into_iter()
+                    .map(|(n, f)| (n, f()))
+                    .collect()
+            })
+            .join()
+            .unwrap();
+            let s = fixed_scheduler(1);
+            let in_task: Vec<(String, Answer)> = s
+                .spawn(|| {
+                    conformance_cases()
+                        .into_iter()
+                        .map(|(n, f)| (n, f()))
+                        .collect()
+                })
+                .join()
+                .unwrap();
+            s.shutdown();
+            let differ: Vec<String> = on_thread
+                .iter()
+                .zip(&in_task)
+                .filter(|(a, b)| a != b)
+                .map(|((n, t), (_, k))| format!("{n}: thread {t:?}, task {k:?}"))
+                .collect();
+            assert!(
+                differ.is_empty(),
+                "{} of {} cases differ:\n{}",
+                differ.len(),
+                on_thread.len(),
+                differ.join("\n")
+            );
+            println!("figure: {} futex cases agree", on_thread.len());
+        },
+    );
+}
+
+/// `FUTEX_WAKE` with `count` while three waiters wait on one word: what it
+/// returns, and how many waiters returned from their wait because of it.
+/// The waiters are plain threads waiting in the kernel, or tasks of a
+/// one-Processer scheduler waiting in the hook's table (the wake comes
+/// from a plain thread either way).
+fn wake_three_with(count: u32, tasks: bool) -> (libc::c_long, usize) {
+    const WAITERS: usize = 3;
+    let word = Arc::new(AtomicU32::new(0));
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let returned = Arc::new(AtomicUsize::new(0));
+    let wait = {
+        let (word, waiting, returned) = (word.clone(), waiting.clone(), returned.clone());
+        move || {
+            waiting.fetch_add(1, Ordering::SeqCst);
+            let (r, e) = raw_futex(
+                word.as_ptr() as usize,
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                0,
+                0,
+                0,
+                0,
+            );
+            if r == 0 {
+                returned.fetch_add(1, Ordering::SeqCst);
+            } else {
+                // The word changed before the wait: released at the end.
+                assert_eq!((r, e), (-1, libc::EAGAIN), "the waiter's futex wait");
+            }
+        }
+    };
+    let s = fixed_scheduler(1);
+    let mut threads = Vec::new();
+    let mut handles = Vec::new();
+    for _ in 0..WAITERS {
+        if tasks {
+            handles.push(s.spawn(wait.clone()));
+        } else {
+            threads.push(std::thread::spawn(wait.clone()));
+        }
+    }
+    common::wait_until("every waiter is about to wait", || {
+        waiting.load(Ordering::SeqCst) == WAITERS
+    });
+    // A task counts itself and queues in the same run (one Processer, no
+    // switch between); a thread needs a moment to reach the kernel.
+    std::thread::sleep(Duration::from_millis(50));
+    let (r, _) = raw_futex(
+        word.as_ptr() as usize,
+        libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+        count,
+        0,
+        0,
+        0,
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let woken = returned.load(Ordering::SeqCst);
+    // Release the rest.
+    word.store(1, Ordering::SeqCst);
+    raw_futex(
+        word.as_ptr() as usize,
+        libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+        i32::MAX as u32,
+        0,
+        0,
+        0,
+    );
+    for t in threads {
+        t.join().unwrap();
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    s.shutdown();
+    (r, woken)
+}
+
+/// A wake's count means the same for tasks as for threads: the kernel
+/// wakes one waiter for a count of 0 and for a count past `i32::MAX` (it
+/// reads a signed `int`, and wakes before it compares).
+#[test]
+fn futex_wake_counts_wake_as_many_tasks_as_the_kernel_wakes_threads() {
+    in_child(
+        "futex_wake_counts_wake_as_many_tasks_as_the_kernel_wakes_threads",
+        || {
+            for count in [0u32, 1, 2, i32::MAX as u32, u32::MAX] {
+                let threads = wake_three_with(count, false);
+                let tasks = wake_three_with(count, true);
+                assert_eq!(
+                    tasks, threads,
+                    "count {count}: (returned, waiters woken) for tasks, then for threads"
+                );
+                assert_eq!(threads.0 as usize, threads.1, "count {count}: the kernel");
+            }
+        },
+    );
+}

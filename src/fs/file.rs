@@ -5,7 +5,9 @@ use std::fs::Metadata;
 use std::io::{self, IoSlice, IoSliceMut, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, RawFd};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::nowait::{self, Cached};
 use super::open_options::OpenOptions;
 use crate::unblock;
 
@@ -21,6 +23,9 @@ use crate::unblock;
 #[derive(Debug)]
 pub struct File {
     inner: std::fs::File,
+    /// Set once the file refused a page-cache read (`fs::nowait`: its
+    /// file system cannot honour `RWF_NOWAIT`): its reads go to the pool.
+    nowait_refused: AtomicBool,
 }
 
 impl File {
@@ -46,7 +51,10 @@ impl File {
 
     /// Wraps an open std file.
     pub fn from_std(file: std::fs::File) -> File {
-        File { inner: file }
+        File {
+            inner: file,
+            nowait_refused: AtomicBool::new(false),
+        }
     }
 
     /// The std file inside.
@@ -91,21 +99,33 @@ impl From<File> for std::fs::File {
 
 /// Inside a task, what the page cache holds for a read of `len` bytes into
 /// `iov` (`fs::nowait`), read in place; `None` when the read must go to
-/// the pool (outside a task the call runs in place anyway, as std's).
+/// the pool (outside a task the call runs in place anyway, as std's), or
+/// the file refused such reads before (`refused`, set here when it does).
 ///
 /// # Safety
 ///
-/// As [`nowait::read_cached`](super::nowait::read_cached).
+/// As [`nowait::read_cached`].
 unsafe fn cached(
     f: &std::fs::File,
+    refused: &AtomicBool,
     iov: *const libc::iovec,
     cnt: usize,
     len: usize,
 ) -> Option<usize> {
     crate::runtime::context::current_task_ptr()?;
+    if refused.load(Ordering::Relaxed) {
+        return None;
+    }
     let cnt = libc::c_int::try_from(cnt).ok()?;
     // SAFETY: the caller's contract.
-    unsafe { super::nowait::read_cached(f.as_raw_fd(), iov, cnt, len) }
+    match unsafe { nowait::read_cached(f.as_raw_fd(), iov, cnt, len) } {
+        Cached::Read(n) => Some(n),
+        Cached::Miss => None,
+        Cached::Refused => {
+            refused.store(true, Ordering::Relaxed);
+            None
+        }
+    }
 }
 
 impl Read for &File {
@@ -119,7 +139,7 @@ impl Read for &File {
             iov_len: buf.len(),
         };
         // SAFETY: one entry naming `buf`, writable for its length.
-        if let Some(n) = unsafe { cached(f, &iov, 1, buf.len()) } {
+        if let Some(n) = unsafe { cached(f, &self.nowait_refused, &iov, 1, buf.len()) } {
             return Ok(n);
         }
         unblock(|| (&*f).read(buf))
@@ -131,7 +151,15 @@ impl Read for &File {
         let len = bufs.iter().map(|b| b.len()).sum();
         // SAFETY: `IoSliceMut` has `iovec`'s layout on Unix (std documents
         // it as ABI-compatible), each naming writable memory of its length.
-        if let Some(n) = unsafe { cached(f, bufs.as_ptr().cast(), bufs.len(), len) } {
+        if let Some(n) = unsafe {
+            cached(
+                f,
+                &self.nowait_refused,
+                bufs.as_ptr().cast(),
+                bufs.len(),
+                len,
+            )
+        } {
             return Ok(n);
         }
         unblock(|| (&*f).read_vectored(bufs))

@@ -10,7 +10,7 @@
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 
-use super::files::read_in_place;
+use super::in_place;
 use super::io_loop::{io_loop, iov_msg, preadv_nowait, pwritev_nowait};
 use super::real;
 use crate::runtime::io::Interest;
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         iov_len: n,
     };
     // SAFETY: the caller's buffer as a one-entry vector.
-    if let Some(r) = unsafe { read_in_place(fd, &iov, 1) } {
+    if let Some(r) = unsafe { in_place::read(fd, &iov, 1, None) } {
         return r;
     }
     flagless(
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     // SAFETY: the caller's vector.
-    if let Some(r) = unsafe { read_in_place(fd, iov, cnt) } {
+    if let Some(r) = unsafe { in_place::read(fd, iov, cnt, None) } {
         return r;
     }
     flagless(
@@ -158,6 +158,10 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
         iov_base: buf as *mut c_void,
         iov_len: n,
     };
+    // SAFETY: the caller's buffer as a one-entry vector.
+    if let Some(r) = unsafe { in_place::write(fd, &iov, 1, None) } {
+        return r;
+    }
     flagless(
         fd,
         Interest::Write,
@@ -177,6 +181,10 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 /// The contract of `writev(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    // SAFETY: the caller's vector.
+    if let Some(r) = unsafe { in_place::write(fd, iov, cnt, None) } {
+        return r;
+    }
     flagless(
         fd,
         Interest::Write,

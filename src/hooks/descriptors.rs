@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use libc::{c_int, c_ulong, c_void, socklen_t};
 
-use super::fdctx::{self, USER_NONBLOCK};
+use super::fdctx::{self, DIRECT, USER_NONBLOCK};
 use super::guard::{bypass, guarded, set_errno};
 use super::offload::{offload, offloads_fd};
 use super::real;
@@ -35,7 +35,8 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 }
 
 /// Hooked `fcntl`: `F_SETFL` records whether the program asked for
-/// non-blocking mode (its calls then return `EAGAIN`, as libc's would);
+/// non-blocking mode (its calls then return `EAGAIN`, as libc's would) and
+/// for `O_DIRECT`;
 /// `F_DUPFD*` copies the bookkeeping; `F_SETLKW` and `F_OFD_SETLKW`, which
 /// wait for another process's lock, are made on the blocking pool inside a
 /// task (see `wait.rs`). Everything goes to libc unchanged: gofer never
@@ -60,6 +61,9 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
             if let Some(ctx) = fdctx::get(fd) {
                 ctx.state(fd);
                 ctx.set_bit(USER_NONBLOCK, arg as c_int & libc::O_NONBLOCK != 0);
+                // The one mode of a file's that F_SETFL changes and the
+                // in-place calls look at (`in_place.rs`).
+                ctx.set_bit(DIRECT, arg as c_int & libc::O_DIRECT != 0);
             }
         }
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => copy_ctx(fd, r),

@@ -11,6 +11,10 @@
 //!
 //! ```text
 //!   bits 63..32   generation: +1 at every close (or dup2 over it)
+//!   bit  8        SYNC          a file opened O_SYNC or O_DSYNC: every
+//!                               write waits for the disk
+//!   bit  7        DIRECT        a file in O_DIRECT mode: reads and writes
+//!                               wait for the disk, RWF_NOWAIT or not
 //!   bit  6        SHARED        another number names the same open file
 //!   bit  5        CLOSING       being closed: callers wait until it is
 //!   bit  4        SOCKET        it is a socket (connect, SO_*TIMEO apply)
@@ -65,6 +69,12 @@ const CLOSING: u64 = 32;
 /// the program makes through it are not seen here, so a wait asks the
 /// kernel for them.
 const SHARED: u64 = 64;
+/// A file in `O_DIRECT` mode (as of the last `F_SETFL` seen through this
+/// number): no call on it is made in place (`in_place.rs`).
+pub(crate) const DIRECT: u64 = 128;
+/// A file opened `O_SYNC` or `O_DSYNC` (which `F_SETFL` cannot change): its
+/// writes are not made in place.
+pub(crate) const SYNC: u64 = 256;
 const FLAGS: u64 = 0xffff_ffff;
 const GEN_ONE: u64 = 1 << 32;
 
@@ -78,6 +88,9 @@ pub(crate) struct FdCtx {
     send_timeout: AtomicU64,
     /// The registration with the reactor of the first task that waited.
     reg: Mutex<Option<Arc<Registration>>>,
+    /// For a `FILE`: which file system holds it, as [`fs_key`] makes it
+    /// (0: not known). Written before the state word says `FILE`.
+    fs: AtomicU64,
 }
 
 static TABLE: [AtomicPtr<FdCtx>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
@@ -136,6 +149,7 @@ fn map_chunk() -> Option<*mut FdCtx> {
                 recv_timeout: AtomicU64::new(0),
                 send_timeout: AtomicU64::new(0),
                 reg: Mutex::new(None),
+                fs: AtomicU64::new(0),
             })
         };
     }
@@ -193,6 +207,10 @@ impl FdCtx {
             bits |= HOOKED;
         } else if fmt == libc::S_IFREG || fmt == libc::S_IFBLK {
             bits |= FILE;
+            // SAFETY: F_GETFL takes no argument.
+            let fl = unsafe { real::fcntl(fd, libc::F_GETFL, 0) };
+            bits |= open_mode(fl);
+            self.fs.store(fs_key(&st), Ordering::Relaxed);
         }
         if bits & HOOKED != 0 {
             // SAFETY: F_GETFL takes no argument.
@@ -233,6 +251,12 @@ impl FdCtx {
         } else {
             self.state.fetch_and(!bit, Ordering::AcqRel);
         }
+    }
+
+    /// For a `FILE`, the file system that holds it ([`fs_key`]; 0: not
+    /// known).
+    pub(crate) fn fs(&self) -> u64 {
+        self.fs.load(Ordering::Relaxed)
     }
 
     /// Marks the descriptor as sharing its open file with another number.
@@ -374,9 +398,42 @@ impl FdCtx {
                 Err(now) => cur = now,
             }
         }
+        to.fs
+            .store(self.fs.load(Ordering::Relaxed), Ordering::Relaxed);
         to.recv_timeout
             .store(self.recv_timeout.load(Ordering::Relaxed), Ordering::Relaxed);
         to.send_timeout
             .store(self.send_timeout.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+/// The [`DIRECT`] and [`SYNC`] bits of a file's status flags (`F_GETFL`'s
+/// answer; none when it failed).
+pub(crate) fn open_mode(fl: c_int) -> u64 {
+    if fl < 0 {
+        return 0;
+    }
+    let mut bits = 0;
+    if fl & libc::O_DIRECT != 0 {
+        bits |= DIRECT;
+    }
+    // O_SYNC includes O_DSYNC's bit on Linux.
+    if fl & libc::O_DSYNC != 0 {
+        bits |= SYNC;
+    }
+    bits
+}
+
+/// A number for the file system that holds the file `st` describes, never
+/// 0: its device for a regular file, and for a block device the device
+/// itself (what answers its calls), told apart by the top bit.
+fn fs_key(st: &libc::stat) -> u64 {
+    // The top two bits are the key's own (the second is `in_place.rs`'s
+    // mark for writes); device numbers do not reach them.
+    let low = |dev: u64| (dev & !(3 << 62)) + 1;
+    if st.st_mode & libc::S_IFMT == libc::S_IFBLK {
+        low(st.st_rdev) | 1 << 63
+    } else {
+        low(st.st_dev)
     }
 }

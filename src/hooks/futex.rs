@@ -44,15 +44,25 @@
 //!
 //! # What the calls return
 //!
-//! - `FUTEX_WAIT`, `FUTEX_WAIT_BITSET`: 0 when woken (or spuriously), -1
-//!   with `EAGAIN` if the word differed, `ETIMEDOUT` when the timeout
-//!   passed, `EINVAL` for a misaligned word, a zero bitset or a bad
-//!   timeout. `FUTEX_WAIT` takes a relative timeout; `FUTEX_WAIT_BITSET` an
-//!   absolute one on `CLOCK_MONOTONIC`, or `CLOCK_REALTIME` with
-//!   `FUTEX_CLOCK_REALTIME`, as the kernel does.
+//! Every call answers as the kernel answers it on a plain thread: same
+//! result, same errno (`tests/hooks_futex.rs` compares them case by case).
+//!
+//! - `FUTEX_WAIT`, `FUTEX_WAIT_BITSET`: before a task is queued, the kernel
+//!   itself checks the call without waiting (`kernel_checks_wait`): a word
+//!   or timeout it cannot read (`EFAULT`, where reading them here would
+//!   kill the process), a misaligned word, a zero bitset or a bad timeout
+//!   (`EINVAL`), a flag the operation does not take (`ENOSYS`:
+//!   `FUTEX_CLOCK_REALTIME` with `FUTEX_WAIT`), a word that differs
+//!   (`EAGAIN`) fail as they do there. Then: 0 when woken (or spuriously),
+//!   `ETIMEDOUT` when the timeout passed. `FUTEX_WAIT` takes a relative
+//!   timeout; `FUTEX_WAIT_BITSET` an absolute one on `CLOCK_MONOTONIC`, or
+//!   `CLOCK_REALTIME` with `FUTEX_CLOCK_REALTIME`, as the kernel does.
 //! - `FUTEX_WAKE`, `FUTEX_WAKE_BITSET`, from any thread: the number of
 //!   waiters woken, tasks from the table plus plain threads from the
-//!   kernel, at most the count asked for.
+//!   kernel, at most the count asked for, which the kernel reads as a
+//!   signed `int` of at least 1 (a count of 0, or one past `i32::MAX`,
+//!   wakes one waiter). A flag the kernel refuses on a wake fails first,
+//!   waking nobody.
 //! - `FUTEX_REQUEUE`, `FUTEX_CMP_REQUEUE`, `FUTEX_WAKE_OP`: the kernel does
 //!   the operation for its own waiters, and every task waiting on either
 //!   address is woken as well (a wake-up every futex user must take as
@@ -249,30 +259,45 @@ pub(super) unsafe fn futex(
         libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET
             if aligned && may_park() && !guarded(|| owned::thread_owned(uaddr as usize)) =>
         {
+            // SAFETY: the caller's arguments, for calls that cannot wait.
+            if let Err(r) = unsafe { kernel_checks_wait(uaddr, op, val, timeout, uaddr2, val3) } {
+                return r;
+            }
             let bitset = if command(op) == libc::FUTEX_WAIT {
                 u32::MAX
             } else {
                 val3
             };
             if bitset == 0 {
-                return fail(libc::EINVAL);
+                return fail(libc::EINVAL); // the kernel said so already
             }
             let deadline = if timeout.is_null() {
                 None
             } else {
-                // SAFETY: a non-null timeout the caller owns.
+                // SAFETY: the kernel just read this timeout without fault
+                // (`kernel_checks_wait`); the caller keeps it valid for the
+                // call, as futex's contract asks.
                 let ts = unsafe { &*timeout };
                 match deadline_of(op, ts) {
                     Some(d) => d,
                     None => return fail(libc::EINVAL),
                 }
             };
-            // SAFETY: an aligned futex word the caller keeps valid for the
-            // call (the kernel would fault on it otherwise).
+            // SAFETY: an aligned futex word the kernel just read without
+            // fault (`kernel_checks_wait`), which the caller keeps valid
+            // for the call.
             let word = unsafe { AtomicU32::from_ptr(uaddr.cast_mut()) };
             wait(word, val, bitset, deadline)
         }
         libc::FUTEX_WAKE | libc::FUTEX_WAKE_BITSET if aligned && !super::guard::forked() => {
+            if op & libc::FUTEX_CLOCK_REALTIME != 0 {
+                // A flag the kernel may refuse on a wake (it answers ENOSYS
+                // today): it decides, before any task is woken.
+                // SAFETY: a wake of a word of our own, nobody's waiting on.
+                if let Err(r) = unsafe { kernel_checks_wake(op, val3) } {
+                    return r;
+                }
+            }
             let bitset = if command(op) == libc::FUTEX_WAKE {
                 u32::MAX
             } else {
@@ -281,9 +306,9 @@ pub(super) unsafe fn futex(
             if bitset == 0 {
                 return fail(libc::EINVAL);
             }
-            let want = val.min(i32::MAX as u32) as usize;
+            let want = wake_count(val);
             let woken = wake_tasks(uaddr as usize, bitset, want);
-            if woken >= want.max(1) {
+            if woken >= want {
                 return woken as c_long;
             }
             // The rest of the count goes to the plain threads waiting in
@@ -328,6 +353,136 @@ pub(super) unsafe fn futex(
             }
         }
         _ => kernel(),
+    }
+}
+
+/// How many waiters a wake of `val` wakes at most: the kernel takes the
+/// count as a signed `int` and wakes one waiter before it compares, so 0
+/// and the counts past `i32::MAX` (negative there) wake one.
+fn wake_count(val: u32) -> usize {
+    match val as i32 {
+        n if n <= 0 => 1,
+        n => n as usize,
+    }
+}
+
+/// Has the kernel check a wait a task is about to make in the table, with
+/// every argument as given, without waiting: `Ok` when the kernel would
+/// wait (the arguments are valid and the word holds `val`), otherwise
+/// `Err` with what the kernel answers the same call (errno set): `EFAULT`
+/// for a word or timeout it cannot read, `EINVAL` for a misaligned word, a
+/// zero bitset or a bad timeout, `ENOSYS` for a flag the operation does not
+/// take, `EAGAIN` when the word differs, 0 if a kernel wake came meanwhile.
+///
+/// Why the kernel, rather than reading the word here: a word or timeout
+/// that is not mapped would kill the process with SIGSEGV when read, where
+/// the kernel answers `EFAULT`. The futex call reads them exactly as the
+/// real wait would, in its own order (the timeout first), and checks every
+/// operation and flag as this kernel does, so no rule of the kernel's is
+/// copied here to go stale. `process_vm_readv` on the process itself would
+/// read the memory safely too, but it checks neither the operation nor the
+/// flags, and container seccomp profiles often refuse it. A handler for
+/// SIGSEGV would be process-wide state, not the hooks' to take.
+///
+/// Two calls, neither of which can wait:
+/// 1. With a timeout, the same call on a word of this frame that does not
+///    hold the value asked for: the kernel reads and checks the timeout,
+///    the operation, its flags and the bitset, then finds the word
+///    different (`EAGAIN`: all valid).
+/// 2. The same call on the caller's word with a timeout that has passed
+///    already (0: relative now, or an absolute time long gone on either
+///    clock): the kernel checks the word's address, reads it and compares;
+///    `ETIMEDOUT` means it held `val` and the kernel would have waited.
+///
+/// The word and the timeout stay mapped after the check as long as the
+/// caller keeps futex's contract (a wait on memory another thread unmaps
+/// meanwhile is a use after free in the caller).
+///
+/// # Safety
+/// The arguments of a `FUTEX_WAIT` or `FUTEX_WAIT_BITSET` (any pointers:
+/// the kernel checks them).
+unsafe fn kernel_checks_wait(
+    uaddr: *const u32,
+    op: c_int,
+    val: u32,
+    timeout: *const timespec,
+    uaddr2: *const u32,
+    val3: u32,
+) -> Result<(), c_long> {
+    if !timeout.is_null() {
+        let own = AtomicU32::new(val.wrapping_add(1));
+        // SAFETY: a wait on a live word of this frame that differs from the
+        // value asked for: the kernel fails it with EAGAIN once it has
+        // checked the rest, and never waits.
+        let r = unsafe {
+            real::syscall(
+                libc::SYS_futex,
+                [
+                    own.as_ptr() as c_long,
+                    op as c_long,
+                    val as c_long,
+                    timeout as c_long,
+                    uaddr2 as c_long,
+                    val3 as c_long,
+                ],
+            )
+        };
+        if r != -1 || super::guard::errno() != libc::EAGAIN {
+            return Err(r);
+        }
+    }
+    let passed = timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: the caller's wait with a timeout that has passed: the kernel
+    // returns at once (ETIMEDOUT if it queued the wait), or fails it.
+    let r = unsafe {
+        real::syscall(
+            libc::SYS_futex,
+            [
+                uaddr as c_long,
+                op as c_long,
+                val as c_long,
+                &passed as *const timespec as c_long,
+                uaddr2 as c_long,
+                val3 as c_long,
+            ],
+        )
+    };
+    if r == -1 && super::guard::errno() == libc::ETIMEDOUT {
+        return Ok(());
+    }
+    Err(r)
+}
+
+/// Has the kernel check a wake's operation and flags, on a word of this
+/// frame nobody waits on: `Err` with the kernel's answer (errno set) when
+/// it refuses them (`ENOSYS` for `FUTEX_CLOCK_REALTIME`, which only waits
+/// take).
+///
+/// # Safety
+/// None beyond the call's: the word is a live local.
+unsafe fn kernel_checks_wake(op: c_int, val3: u32) -> Result<(), c_long> {
+    let own = AtomicU32::new(0);
+    // SAFETY: a wake of a live word of this frame: it wakes nobody.
+    let r = unsafe {
+        real::syscall(
+            libc::SYS_futex,
+            [
+                own.as_ptr() as c_long,
+                op as c_long,
+                1,
+                0,
+                0,
+                val3 as c_long,
+            ],
+        )
+    };
+    if r < 0 {
+        Err(r)
+    } else {
+        Ok(())
     }
 }
 

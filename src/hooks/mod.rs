@@ -39,14 +39,15 @@
 //! | `fcntl(F_SETFL)`, `ioctl(FIONBIO)` | record whether the program asked for non-blocking mode: such a descriptor keeps returning `EAGAIN` |
 //! | `setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)` | recorded as the waits' timeouts (and passed on) |
 //! | `dup`, `dup2`, `dup3` | the new descriptor gets its own bookkeeping; the one `dup2`/`dup3` replace is closed as by `close` |
-//! | `syscall(SYS_futex, ...)` (how std's `Mutex`, `RwLock`, `Condvar` and `Once` wait) | `FUTEX_WAIT`/`FUTEX_WAIT_BITSET` on a lock's own word park the task (a word of the thread's own blocks it, see below) on a waiter table keyed by address (timeouts on the scheduler's timers, `ETIMEDOUT` on expiry); `FUTEX_WAKE`/`FUTEX_WAKE_BITSET` from any thread wake the table's tasks first, then pass the rest of the count to the kernel's waiters, and return the total woken; see `futex.rs` for the other operations |
+//! | `syscall(SYS_futex, ...)` (how std's `Mutex`, `RwLock`, `Condvar` and `Once` wait) | `FUTEX_WAIT`/`FUTEX_WAIT_BITSET` on a lock's own word park the task (a word of the thread's own blocks it, see below) on a waiter table keyed by address (timeouts on the scheduler's timers, `ETIMEDOUT` on expiry); `FUTEX_WAKE`/`FUTEX_WAKE_BITSET` from any thread wake the table's tasks first, then pass the rest of the count to the kernel's waiters, and return the total woken; each call answers (result and errno) as the kernel does on a plain thread, for bad pointers, bad timeouts and flags too (the kernel checks a wait before the task is queued); see `futex.rs` for the other operations |
 //! | `syscall`, any other number | libc's `syscall`, arguments, result and errno unchanged |
 //! | `pthread_mutex_lock`, `_trylock`, `_timedlock`, `_clocklock`, `_unlock`; `pthread_rwlock_rdlock`, `_wrlock`, `_tryrdlock`, `_trywrlock`, `_timedrdlock`, `_timedwrlock`, `_clockrdlock`, `_clockwrlock`, `_unlock`; `flockfile`, `ftrylockfile`, `funlockfile` | anywhere: libc's, and a count per thread of the C locks held (`locks.rs`). While it is not zero, no hooked call switches the task out: every call in the tables here is made on the thread, as on a plain thread. A contended lock blocks the thread (its holder is never a task parked on it) |
 //!
 //! | call | inside a task (holding no C lock): made on the blocking pool |
 //! |---|---|
-//! | `read`, `write`, `readv`, `writev` | on a regular file or block device |
-//! | `pread`, `pwrite`, `preadv`, `pwritev` (and `*64`), `fsync`, `fdatasync`, `ftruncate`(`64`), `fallocate`(`64`) | on a regular file or block device |
+//! | `read`, `readv`, `pread`, `preadv` (and `*64`) | on a regular file or block device, when the page cache cannot answer: a read of at most 64 KiB first tries `preadv2(..., RWF_NOWAIT)` in place, and only a miss (`EAGAIN`), or the part not cached, goes to the pool |
+//! | `write`, `writev`, `pwrite`, `pwritev` (and `*64`) | on a regular file or block device opened `O_DIRECT`, `O_SYNC` or `O_DSYNC`, or more than 64 KiB; a smaller buffered write is made in place (after `pwritev2(..., RWF_NOWAIT)` where the file system takes it, which sends it to the pool on `EAGAIN`; `in_place.rs` says why) |
+//! | `fsync`, `fdatasync`, `ftruncate`(`64`), `fallocate`(`64`) | on a regular file or block device |
 //! | `open`, `open64`, `openat`, `openat64`, `creat`, `creat64` | always (a path may be a slow disk, a FIFO, a device) |
 //! | `flock`, `lockf`(`64`), `fcntl(F_SETLKW/F_OFD_SETLKW)` | a lock that may wait (not `LOCK_NB`, `F_TLOCK`, an unlock) |
 //! | `wait`, `waitpid`, `wait4`, `waitid` | without `WNOHANG` |
@@ -55,7 +56,8 @@
 //! | `splice`, `tee`, `sendfile`(`64`), `copy_file_range`, and their numbers through `syscall` (how std's `io::copy` makes them) | always, unless one of the two descriptors is stdio |
 //!
 //! gofer never changes a descriptor's flags: a task asks the kernel not to
-//! block call by call (`MSG_DONTWAIT` on sockets, `RWF_NOWAIT` on pipes;
+//! block call by call (`MSG_DONTWAIT` on sockets, `RWF_NOWAIT` on pipes and
+//! on regular files' page cache;
 //! `accept` and `connect` set `O_NONBLOCK` for their one system call only),
 //! so plain threads, clones of the descriptor and other processes see
 //! exactly what they would without the hooks. Plain threads, stdio
@@ -128,7 +130,9 @@
 //!   holding one parks as usual when it holds no pthread lock. This is
 //!   sound (they do not block the thread: SQLite answers `SQLITE_BUSY` and
 //!   its busy handler sleeps, which parks), but each hand-off to the pool
-//!   lengthens the time the file lock is held.
+//!   lengthens the time the file lock is held, which is why page-cache
+//!   reads and small buffered writes stay in place; an `fsync`, an
+//!   uncached read and an `open` still hand off.
 //! - stdio: a write to a full stdout pipe blocks the thread (std's stdio
 //!   locks belong to the thread, so a task must not park holding one).
 //! - Pipes on kernels without `RWF_NOWAIT` (before Linux 5.x).
@@ -146,7 +150,8 @@
 //! runs the try-wait-retry loop; `offload.rs` sends a call to the blocking
 //! pool; `data.rs` (reads and writes), `sockets.rs` (`accept`, `connect`),
 //! `poll.rs` (the waits on descriptors), `sleep.rs`, `descriptors.rs`
-//! (`close`, `fcntl`, `dup`, ...), `files.rs` (regular files, `open`),
+//! (`close`, `fcntl`, `dup`, ...), `files.rs` (regular files, `open`;
+//! with `in_place.rs`, the file reads and writes made without the pool),
 //! `wait.rs` (locks, children), `names.rs` (name lookups), `locks.rs`
 //! (the count of C locks held), `copies.rs`
 //! (`splice`, `sendfile`, ...) and `syscall.rs`
@@ -195,6 +200,8 @@ mod files;
 mod futex;
 #[cfg(feature = "hooks")]
 mod guard;
+#[cfg(feature = "hooks")]
+mod in_place;
 #[cfg(feature = "hooks")]
 mod io_loop;
 #[cfg(feature = "hooks")]

@@ -413,6 +413,10 @@ impl SchedulerBuilder {
     /// Asking for [`IoDriver::Uring`] where io_uring is unavailable fails
     /// the build with [`ConfigError::IoDriver`]: no silent fallback, so a
     /// benchmark or a test never measures the other driver by mistake.
+    /// Each such build sets up a ring afresh (io_uring refused since an
+    /// earlier build fails this one); a ring that fails later, on one
+    /// Processer, is reported in
+    /// [`Stats::io_driver_reason`](crate::Stats::io_driver_reason).
     pub fn io_driver(mut self, driver: IoDriver) -> Self {
         self.io_driver = Some(driver);
         self
@@ -499,13 +503,14 @@ impl SchedulerBuilder {
             return Err(ConfigError::Name(self.name));
         }
         let (requested, source) =
-            io::choice::requested(self.io_driver, std::env::var("GOFER_IO").ok().as_deref())?;
-        let (io_driver, io_driver_reason) = io::choice::resolve(
-            requested,
-            source,
-            io::choice::URING_AHEAD,
-            io::choice::probe_once,
-        )?;
+            io::choice::requested(self.io_driver, std::env::var_os("GOFER_IO").as_deref())?;
+        let probe = if requested == IoDriver::Uring {
+            io::choice::probe_forced
+        } else {
+            io::choice::probe_once
+        };
+        let (io_driver, io_driver_reason) =
+            io::choice::resolve(requested, source, io::choice::URING_AHEAD, probe)?;
         if io_driver == IoDriver::Uring {
             io::uring::note_driver_built();
         }

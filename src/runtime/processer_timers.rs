@@ -183,7 +183,7 @@ impl ProcLocal {
     /// use one (`runtime/io/uring.rs`, "Who uses a ring"): the uring driver,
     /// a core Processer, and a task bound (or pinned) here. Made at the
     /// first use and registered with the reactor; `None` for good if that
-    /// fails.
+    /// fails (counted in the stats' `io_driver_reason`).
     pub(crate) fn ring_for(&self, task: &TaskRef) -> Option<&Ring> {
         if self.p.kind != Kind::Core
             || self.sched.config.io_driver != crate::IoDriver::Uring
@@ -194,7 +194,9 @@ impl ProcLocal {
         self.ring
             .get_or_init(|| {
                 let reactor = self.sched.reactor().ok()?;
-                let ring = Ring::new(reactor, RingWaker::new(self.p.clone(), &self.sched)).ok()?;
+                let ring = Ring::new(reactor, RingWaker::new(self.p.clone(), &self.sched))
+                    .map_err(|e| self.sched.note_ring_failure(&e))
+                    .ok()?;
                 // A source now: somebody must be polling for its events.
                 self.sched.ensure_poller(reactor);
                 Some(ring)

@@ -109,6 +109,9 @@ pub(crate) struct Shared {
     /// The IO reactor, made at the first socket a task waits on.
     reactor: OnceLock<Arc<Reactor>>,
     reactor_init: Mutex<()>,
+    /// Core Processers whose io_uring could not be set up after the build
+    /// (their tasks use epoll), and the first error: told by `stats()`.
+    ring_failures: Mutex<(usize, Option<String>)>,
     /// The registry of live tasks, for task dumps (`live.rs`).
     pub(crate) live: super::live::Registry,
     /// The stall watcher's thread, if `stall_report` is on
@@ -189,6 +192,7 @@ impl Shared {
             dispatch: DispatchState::default(),
             reactor: OnceLock::new(),
             reactor_init: Mutex::new(()),
+            ring_failures: Mutex::new((0, None)),
             live: super::live::Registry::new(),
             stall_watcher: OnceLock::new(),
             blocking,
@@ -208,6 +212,27 @@ impl Shared {
         }
         let r = Arc::new(Reactor::new()?);
         Ok(self.reactor.get_or_init(|| r))
+    }
+
+    /// A core Processer's io_uring could not be set up (`e`): its tasks
+    /// use epoll, and `stats()` says so.
+    pub(crate) fn note_ring_failure(&self, e: &io::Error) {
+        let mut f = self.ring_failures.lock();
+        f.0 += 1;
+        f.1.get_or_insert_with(|| e.to_string());
+    }
+
+    /// Why `io_driver` runs, with the rings that failed since the build.
+    fn io_driver_reason(&self) -> String {
+        let f = self.ring_failures.lock();
+        match &f.1 {
+            None => self.config.io_driver_reason.clone(),
+            Some(first) => format!(
+                "{}; but {} Processer(s) could not set up their io_uring ({first}): \
+                 their tasks use epoll",
+                self.config.io_driver_reason, f.0
+            ),
+        }
     }
 
     /// The IO reactor, if one was made.
@@ -714,7 +739,7 @@ impl Shared {
             blocking_queued: self.blocking.queued(),
             blocking_threads: self.blocking.threads(),
             io_driver: self.config.io_driver,
-            io_driver_reason: self.config.io_driver_reason.clone(),
+            io_driver_reason: self.io_driver_reason(),
             processers,
         }
     }

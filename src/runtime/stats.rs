@@ -93,7 +93,11 @@ pub struct Stats {
     /// and, for `Auto`, what decided, e.g. "Auto (the default) chose
     /// epoll: the benchmarks do not show io_uring ahead of it (io_uring
     /// not probed)" or "GOFER_IO=auto chose epoll: io_uring unavailable:
-    /// io_uring_setup failed: ...". For reading, not parsing.
+    /// io_uring_setup failed: ...". For reading, not parsing. With the
+    /// ring, a Processer whose ring could not be set up after the build
+    /// (descriptors or memory ran out) runs its tasks on epoll: the reason
+    /// then says how many and why, while `io_driver` still names the
+    /// driver the scheduler was built with.
     pub io_driver_reason: String,
     /// One entry per live Processer.
     pub processers: Vec<ProcesserStats>,

@@ -74,8 +74,40 @@ pub fn run_child_watched_late(
     limit: Duration,
     read_after: Duration,
 ) -> Option<Output> {
+    watch(
+        child_command(test, scenario, env),
+        test,
+        scenario,
+        limit,
+        read_after,
+    )
+}
+
+/// Like [`run_child_watched`], with environment values that need not be
+/// UTF-8 (`OsStr::from_bytes`): for the checks of malformed variables.
+pub fn run_child_watched_os(
+    test: &str,
+    scenario: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+    limit: Duration,
+) -> Option<Output> {
+    let mut cmd = child_command(test, scenario, &[]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    watch(cmd, test, scenario, limit, Duration::ZERO)
+}
+
+/// Runs `cmd` under the watchdog of [`run_child_watched_late`].
+fn watch(
+    mut cmd: Command,
+    test: &str,
+    scenario: &str,
+    limit: Duration,
+    read_after: Duration,
+) -> Option<Output> {
     use std::process::Stdio;
-    let mut child = child_command(test, scenario, env)
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

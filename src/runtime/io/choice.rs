@@ -10,7 +10,9 @@
 //!    io_uring, it is not disabled, and it has every operation the driver
 //!    uses); otherwise the build fails with [`ConfigError::IoDriver`]: no
 //!    silent fallback, so a benchmark never measures the other driver by
-//!    mistake.
+//!    mistake. A forced `Uring` probes afresh at every build
+//!    ([`probe_forced`]), so a ring refused since an earlier build fails
+//!    this one too.
 //! 4. `Auto` runs io_uring only where the benchmarks show it ahead of
 //!    epoll ([`URING_AHEAD`]) and the probe passes; otherwise epoll. While
 //!    the ring is not ahead, `Auto` does not probe at all: the probe sets
@@ -36,6 +38,7 @@
 //! [`Stats::io_driver`]: crate::Stats::io_driver
 //! [`Stats::io_driver_reason`]: crate::Stats::io_driver_reason
 
+use std::ffi::OsStr;
 use std::sync::OnceLock;
 
 use crate::error::ConfigError;
@@ -59,6 +62,21 @@ pub(crate) fn probe_once() -> Result<(), String> {
     ANSWER.get_or_init(super::uring_probe).clone()
 }
 
+/// The check behind a forced [`IoDriver::Uring`]: a ring set up afresh at
+/// each such build (on a thread of its own, as [`probe_once`]), not the
+/// process's first answer. io_uring that worked once may be refused since
+/// (`kernel.io_uring_disabled` set, a seccomp filter installed, the
+/// process out of descriptors or locked memory): the build then fails
+/// with [`ConfigError::IoDriver`] instead of running epoll under the
+/// name of the ring. `Auto` keeps the cached answer (it falls back to
+/// epoll by design). A ring that still fails after the build, on one
+/// Processer, is counted in the stats' reason (`Shared::stats`).
+///
+/// [`ConfigError::IoDriver`]: crate::ConfigError::IoDriver
+pub(crate) fn probe_forced() -> Result<(), String> {
+    super::uring_probe()
+}
+
 /// Where the driver asked for came from, for the reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
@@ -71,20 +89,30 @@ pub(crate) enum Source {
 }
 
 /// The driver asked for: the builder's, else `GOFER_IO`'s, else `Auto`.
-/// `env` is `GOFER_IO`'s value (`None` when unset).
+/// `env` is `GOFER_IO`'s value (`None` when unset), read with `var_os`: a
+/// value that is not UTF-8 names no driver, and fails like any other.
 pub(crate) fn requested(
     builder: Option<IoDriver>,
-    env: Option<&str>,
+    env: Option<&OsStr>,
 ) -> Result<(IoDriver, Source), ConfigError> {
     if let Some(d) = builder {
         return Ok((d, Source::Builder));
     }
+    let Some(env) = env else {
+        return Ok((IoDriver::Auto, Source::Default));
+    };
+    let Some(env) = env.to_str() else {
+        return Err(ConfigError::IoDriver {
+            requested: env.to_string_lossy().into_owned(),
+            reason: "GOFER_IO is not valid UTF-8; GOFER_IO accepts auto, epoll or uring"
+                .to_string(),
+        });
+    };
     match env {
-        None => Ok((IoDriver::Auto, Source::Default)),
-        Some("auto") => Ok((IoDriver::Auto, Source::Env)),
-        Some("epoll") => Ok((IoDriver::Epoll, Source::Env)),
-        Some("uring") => Ok((IoDriver::Uring, Source::Env)),
-        Some(v) => Err(ConfigError::IoDriver {
+        "auto" => Ok((IoDriver::Auto, Source::Env)),
+        "epoll" => Ok((IoDriver::Epoll, Source::Env)),
+        "uring" => Ok((IoDriver::Uring, Source::Env)),
+        v => Err(ConfigError::IoDriver {
             requested: v.to_string(),
             reason: "GOFER_IO accepts auto, epoll or uring".to_string(),
         }),
@@ -147,7 +175,7 @@ mod tests {
     #[test]
     fn the_builder_wins_over_gofer_io_and_auto_is_the_default() {
         assert_eq!(
-            requested(Some(IoDriver::Epoll), Some("uring")).unwrap(),
+            requested(Some(IoDriver::Epoll), Some(OsStr::new("uring"))).unwrap(),
             (IoDriver::Epoll, Source::Builder)
         );
         assert_eq!(
@@ -159,12 +187,19 @@ mod tests {
             ("epoll", IoDriver::Epoll),
             ("uring", IoDriver::Uring),
         ] {
-            assert_eq!(requested(None, Some(v)).unwrap(), (d, Source::Env));
+            assert_eq!(
+                requested(None, Some(OsStr::new(v))).unwrap(),
+                (d, Source::Env)
+            );
         }
         for bad in ["", "Epoll", "kqueue"] {
-            let e = requested(None, Some(bad)).unwrap_err();
+            let e = requested(None, Some(OsStr::new(bad))).unwrap_err();
             assert!(e.to_string().contains("auto, epoll or uring"), "{e}");
         }
+        use std::os::unix::ffi::OsStrExt;
+        let e = requested(None, Some(OsStr::from_bytes(b"ur\xffing"))).unwrap_err();
+        assert!(matches!(e, ConfigError::IoDriver { .. }), "{e:?}");
+        assert!(e.to_string().contains("GOFER_IO is not valid UTF-8"), "{e}");
     }
 
     #[test]
