@@ -206,7 +206,10 @@ fn without_the_recipe_the_stall_report_names_pool_get_and_its_condvar_wait() {
         .find("r2d2::Pool")
         .unwrap_or_else(|| panic!("the report names no r2d2::Pool call:\n{report}"));
     assert!(wait < get, "the wait is called by the pool:\n{report}");
-    assert!(report.contains("gofer::sync"), "the fix is named:\n{report}");
+    assert!(
+        report.contains("gofer::sync"),
+        "the fix is named:\n{report}"
+    );
 }
 
 /// SQLite through `rusqlite` (bundled), a connection per task, WAL: the
@@ -221,7 +224,8 @@ fn sqlite_with_a_connection_per_task_completes_with_unblock_per_transaction() {
         || {
             const TASKS: usize = 200;
             const ROWS: usize = 10;
-            let dir = std::env::temp_dir().join(format!("gofer-recipe-sqlite-{}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("gofer-recipe-sqlite-{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             let path = dir.join("db.sqlite");
             {
@@ -276,7 +280,11 @@ fn sqlite_with_a_connection_per_task_completes_with_unblock_per_transaction() {
                 })
                 .collect();
             for t in tasks {
-                assert_eq!(t.join().unwrap(), ROWS as i64, "each task sees its own rows");
+                assert_eq!(
+                    t.join().unwrap(),
+                    ROWS as i64,
+                    "each task sees its own rows"
+                );
             }
             let c = rusqlite::Connection::open(&path).unwrap();
             let total: i64 = c

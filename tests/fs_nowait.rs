@@ -282,6 +282,9 @@ fn proc_file_then_regular_file() {
         );
         s2.shutdown();
     }
+    s.shutdown();
+    let _ = std::fs::remove_file(&path);
+}
 
 /// With `hooks`, std's positioned reads (`pread64`) and `libc::preadv` of a
 /// file inside a task: the bytes std gives on a plain thread, at every
