@@ -31,9 +31,9 @@
 //!
 //! The first `Signals` for a signal installs a handler for it with
 //! `sigaction` (`SA_RESTART`, `SA_ONSTACK`). The handler does only
-//! async-signal-safe work: it sets the signal's pending flag (an atomic),
-//! writes one byte to a non-blocking pipe, and calls the handler the
-//! program had before, if it had a function there. A plain thread of
+//! async-signal-safe work: it calls the handler the program had before, if
+//! it had a function there, then sets the signal's pending flag (an
+//! atomic) and writes one byte to a non-blocking pipe. A plain thread of
 //! gofer's (`gofer-signal`, started by the first `Signals`) sleeps in a
 //! read of that pipe; woken, it takes every pending flag and offers each
 //! signal to every live `Signals` that asked for it, through a gofer
@@ -54,8 +54,9 @@
 //! - While at least one `Signals` for a signal lives, gofer's handler is
 //!   installed for it: the default action (SIGINT and SIGTERM end the
 //!   process) does not happen. A handler function the program had
-//!   installed before still runs after gofer's (it is chained); a previous
-//!   `SIG_IGN` or `SIG_DFL` does not act, but is remembered.
+//!   installed before still runs, before the `Signals` are told (it is
+//!   chained); a previous `SIG_IGN` or `SIG_DFL` does not act, but is
+//!   remembered.
 //! - When the last `Signals` for a signal is dropped, the disposition the
 //!   signal had before the first one is put back (the default action
 //!   again, for a program that had not touched it), unless someone has
@@ -499,19 +500,8 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     let errno = unsafe { *libc::__errno_location() };
     let slot = sig as usize;
     if slot < SLOTS {
-        // Flag first, then the byte: the thread takes flags after reading
-        // a byte, so a set flag always has a byte after it.
-        PENDING[slot].store(true, Ordering::Release);
-        let fd = WAKE_FD.load(Ordering::Acquire);
-        if fd >= 0 {
-            let b = 1u8;
-            // SAFETY: the raw write system call is async-signal-safe (not
-            // the `write` symbol, which the `hooks` feature replaces); the
-            // byte lives on this frame; the descriptor is the pipe's write
-            // end, never closed once published. EAGAIN (a full pipe) is
-            // fine: the pipe holds a wake-up already.
-            unsafe { libc::syscall(libc::SYS_write, fd, &b as *const u8, 1usize) };
-        }
+        // The program's previous handler first, so that what it does is
+        // done by the time a `Signals` receives the signal.
         let prev = PREV_HANDLER[slot].load(Ordering::Acquire);
         if prev != libc::SIG_DFL && prev != libc::SIG_IGN {
             if PREV_SIGINFO[slot].load(Ordering::Acquire) {
@@ -528,6 +518,19 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
                 let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(prev) };
                 f(sig);
             }
+        }
+        // Flag first, then the byte: the thread takes flags after reading
+        // a byte, so a set flag always has a byte after it.
+        PENDING[slot].store(true, Ordering::Release);
+        let fd = WAKE_FD.load(Ordering::Acquire);
+        if fd >= 0 {
+            let b = 1u8;
+            // SAFETY: the raw write system call is async-signal-safe (not
+            // the `write` symbol, which the `hooks` feature replaces); the
+            // byte lives on this frame; the descriptor is the pipe's write
+            // end, never closed once published. EAGAIN (a full pipe) is
+            // fine: the pipe holds a wake-up already.
+            unsafe { libc::syscall(libc::SYS_write, fd, &b as *const u8, 1usize) };
         }
     }
     // SAFETY: as above; restoring errno keeps the interrupted code's.
@@ -549,18 +552,25 @@ fn dispatch(fd: RawFd) {
             // The pipe is ours and never closed: this cannot happen.
             return;
         }
-        let reg = REGISTRY.lock();
-        for (slot, pending) in PENDING.iter().enumerate() {
-            if !pending.swap(false, Ordering::AcqRel) {
-                continue;
+        // Who gets what, under the lock; the sends after it, so that a
+        // wake-up (which takes a Processer's locks) never nests in it.
+        let mut sends: Vec<(Sender<i32>, i32)> = Vec::new();
+        {
+            let reg = REGISTRY.lock();
+            for (slot, pending) in PENDING.iter().enumerate() {
+                if !pending.swap(false, Ordering::AcqRel) {
+                    continue;
+                }
+                let sig = slot as i32;
+                for s in reg.subscribers.iter().filter(|s| s.signals.contains(&sig)) {
+                    sends.push((s.tx.clone(), sig));
+                }
             }
-            let sig = slot as i32;
-            for s in reg.subscribers.iter().filter(|s| s.signals.contains(&sig)) {
-                // Full: this `Signals` has BUFFER signals waiting already,
-                // and drops this one. Disconnected cannot be: the
-                // subscriber leaves the registry as its `Signals` drops.
-                let _: Result<(), TrySendError<i32>> = s.tx.try_send(sig);
-            }
+        }
+        for (tx, sig) in sends {
+            // Full: this `Signals` has BUFFER signals waiting already, and
+            // drops this one. Disconnected: it was dropped meanwhile.
+            let _: Result<(), TrySendError<i32>> = tx.try_send(sig);
         }
     }
 }
