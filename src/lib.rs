@@ -95,6 +95,7 @@ pub mod hooks; // with the `hooks` feature: blocking libc calls park the task
 pub mod io; // waiting for any descriptor through the reactor
 pub mod net; // sockets shaped like std::net
 mod runtime; // Scheduler, Processers, Dispatcher, task header, timers
+pub mod signal; // Unix signals as channel messages, through a thread of their own
 pub mod sync;
 pub mod task; // the task API: spawn, join, park, coroutine-locals
 mod time; // sleep and user timers

@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use gofer::net::{TcpListener, TcpStream};
+use gofer::signal::{Signals, SIGINT, SIGTERM};
 
 /// The options every example server takes.
 #[derive(clap::Args, Debug)]
@@ -104,12 +105,12 @@ pub fn run_with(
     serve: fn(TcpStream, Duration) -> io::Result<()>,
     setup: impl FnOnce(&gofer::Scheduler) -> io::Result<()>,
 ) -> ExitCode {
-    // Before any thread starts, so that every thread inherits the mask and
-    // the signals wait for `wait_for_stop` below.
-    let stop = match StopSignals::block() {
+    // Any time would do (gofer::signal needs no signal mask); before the
+    // scheduler, so that a signal from then on stops the server.
+    let stop = match Signals::new(&[SIGINT, SIGTERM]) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: cannot block the stop signals: {e}");
+            eprintln!("error: cannot handle the stop signals: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -152,7 +153,14 @@ pub fn run_with(
         b.spawn(move || accept_loop(&listener, idle, serve))
             .expect("the scheduler runs");
     }
-    let signal = stop.wait();
+    let signal = if stop.recv() == SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    // A second signal now has its default action: it ends a shutdown that
+    // hangs.
+    drop(stop);
     eprintln!("{signal}: stopping");
     // Cancels the accept loop and every connection's task (each unwinds
     // from its wait, closing its socket), then waits for them all.
@@ -187,49 +195,6 @@ fn listen(opts: &Options, threads: usize) -> io::Result<Vec<TcpListener>> {
         all.push(bind(addr)?);
     }
     Ok(all)
-}
-
-/// SIGINT and SIGTERM, blocked in every thread so that the main thread
-/// takes them with `sigwait` instead of the process dying at once.
-struct StopSignals(libc::sigset_t);
-
-impl StopSignals {
-    /// Blocks the two signals in the calling thread (and so in every
-    /// thread it starts later).
-    fn block() -> io::Result<StopSignals> {
-        // SAFETY: an all-zero `sigset_t` is a valid value to initialise with
-        // `sigemptyset`, which the next call does.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is a valid, writable `sigset_t`; the signal numbers
-        // are valid; `pthread_sigmask` reads `set` and writes no old mask
-        // (null).
-        let rc = unsafe {
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-        Ok(StopSignals(set))
-    }
-
-    /// Waits for either signal and names it.
-    fn wait(&self) -> &'static str {
-        loop {
-            let mut sig = 0;
-            // SAFETY: `self.0` is the initialised set blocked in `block`;
-            // `sig` is a valid place for the answer.
-            if unsafe { libc::sigwait(&self.0, &mut sig) } == 0 {
-                return if sig == libc::SIGINT {
-                    "SIGINT"
-                } else {
-                    "SIGTERM"
-                };
-            }
-        }
-    }
 }
 
 /// Accepts connections forever, each served by a task of its own.
