@@ -1,8 +1,10 @@
 //! A mixed workload that keeps every part of gofer busy for a while, then
 //! checks its own books and prints a summary.
 //!
-//! Run it with `cargo run --release --example stress` (`-- --help` lists the
-//! flags).
+//! Run it with `cargo run --release -p gofer-demo` (the package `demo/`, which
+//! builds only gofer and clap), or `cargo run --release --example stress`
+//! (which builds all of gofer's dev-dependencies first); `-- --help` lists
+//! the flags.
 //!
 //! The work is a set of pipelines. Each pipeline is a long-lived controller
 //! task that runs rounds until the run's time is up. A round spawns fresh
@@ -37,11 +39,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::error::ErrorKind;
-use clap::{CommandFactory, Parser};
+use clap::{value_parser, Arg, ArgAction, Command};
 use gofer::chan::{bounded, Receiver, Sender};
 use gofer::sync::{Mutex, RwLock};
 use gofer::JoinHandle;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Transformer tasks per round.
 const TRANSFORMERS: usize = 6;
@@ -64,76 +65,216 @@ const CONTROLLER_STACK: usize = 64 * 1024;
 /// Pause between two latency samples.
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 
-#[derive(Parser, Debug)]
-#[command(
-    name = "stress",
-    about = "A mixed gofer workload: channel pipelines, mutexes, yields, sleeps and real \
+/// The run's settings (`--help` lists them; `command` defines them).
+#[derive(Debug)]
+struct Args {
+    tasks: u64,
+    duration: Duration,
+    items_per_round: u64,
+    min_threads: usize,
+    max_threads: Option<usize>,
+    blocking_fraction: f64,
+    block_time: Duration,
+    sleep_fraction: f64,
+    stack_size: usize,
+    dense: bool,
+    seed: u64,
+    no_progress: bool,
+}
+
+/// The command line, with clap's builder (no derive: the demo's package
+/// builds no proc-macro).
+fn command() -> Command {
+    let flag = |name: &'static str, help: &'static str| {
+        Arg::new(name)
+            .long(name)
+            .action(ArgAction::SetTrue)
+            .help(help)
+    };
+    let opt = |name: &'static str, help: &'static str| {
+        // The value's name as the derive API spelled it: `--tasks <TASKS>`.
+        let value: &'static str = name.to_uppercase().replace('-', "_").leak();
+        Arg::new(name).long(name).value_name(value).help(help)
+    };
+    Command::new("stress")
+        .about(
+            "A mixed gofer workload: channel pipelines, mutexes, yields, sleeps and real \
              blocking calls; prints throughput, scheduling latency and Dispatcher counters, \
              and checks that every item and task is accounted for.",
-    after_help = "Exit status: 0 when the books balance, 1 when they do not (what is missing \
-                  is printed), 2 for a bad argument."
-)]
-struct Args {
-    /// Tasks alive at once, roughly. The work is split into pipelines of 9
-    /// tasks each (a controller, a producer, 6 transformers, a sink).
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(TASKS_PER_PIPELINE..=1_000_000))]
-    tasks: u64,
+        )
+        .after_help(
+            "Exit status: 0 when the books balance, 1 when they do not (what is missing \
+             is printed), 2 for a bad argument.",
+        )
+        .arg(
+            opt(
+                "tasks",
+                "Tasks alive at once, roughly. The work is split into pipelines of 9 tasks \
+                 each (a controller, a producer, 6 transformers, a sink)",
+            )
+            .default_value("2000")
+            .value_parser(value_parser!(u64).range(TASKS_PER_PIPELINE..=1_000_000)),
+        )
+        .arg(
+            opt(
+                "duration",
+                "How long to generate work (e.g. 10s, 1.5s, 500ms, 2m; a bare number is \
+                 seconds). Rounds in flight then finish, which takes a moment more",
+            )
+            .default_value("10s")
+            .value_parser(parse_duration),
+        )
+        .arg(
+            opt(
+                "items-per-round",
+                "Items the producer of each round sends; every round spawns fresh tasks, so \
+                 fewer items per round means more spawns",
+            )
+            .default_value("64")
+            .value_parser(value_parser!(u64).range(1..=1_000_000)),
+        )
+        .arg(
+            opt(
+                "min-threads",
+                "Core Processer threads, started at build; 0 means one per CPU",
+            )
+            .default_value("0")
+            .value_parser(value_parser!(usize)),
+        )
+        .arg(
+            opt(
+                "max-threads",
+                "Cap on Processer threads, including the extra ones the Dispatcher starts \
+                 when every Processer is blocked [default: max(8, min-threads)]",
+            )
+            .value_parser(value_parser!(usize)),
+        )
+        .arg(
+            opt(
+                "blocking-fraction",
+                "Fraction of items (0 to 1) whose transform makes a real blocking call, \
+                 `std::thread::sleep(--block-time)`, holding its thread for that long: the \
+                 Dispatcher moves the tasks queued behind it that have not started yet",
+            )
+            .default_value("0.002")
+            .value_parser(parse_fraction),
+        )
+        .arg(
+            opt("block-time", "How long each blocking call holds its thread")
+                .default_value("2ms")
+                .value_parser(parse_duration),
+        )
+        .arg(
+            opt(
+                "sleep-fraction",
+                "Fraction of items (0 to 1) whose transform parks its task with \
+                 `gofer::sleep` for 0.5 to 2 ms",
+            )
+            .default_value("0.05")
+            .value_parser(parse_fraction),
+        )
+        .arg(
+            opt(
+                "stack-size",
+                "Stack size of the pipelines' tasks, in bytes or with a K or M suffix (16K \
+                 to 1024M); the controllers get at least 64K. 16K is enough in a release \
+                 build; a debug build needs about 32K",
+            )
+            .default_value("64K")
+            .value_parser(parse_size),
+        )
+        .arg(flag(
+            "dense",
+            "Dense stack mode: carve stacks out of shared mappings without guard pages \
+             (`dense_stacks(true)`), so `vm.max_map_count` does not cap the number of live \
+             tasks",
+        ))
+        .arg(
+            opt(
+                "seed",
+                "Seed of the per-pipeline random streams that pick each item's work",
+            )
+            .default_value("1")
+            .value_parser(value_parser!(u64)),
+        )
+        .arg(flag(
+            "no-progress",
+            "Do not draw the progress bar (it is drawn only when stderr is a terminal \
+             anyway)",
+        ))
+}
 
-    /// How long to generate work (e.g. 10s, 1.5s, 500ms, 2m; a bare number
-    /// is seconds). Rounds in flight then finish, which takes a moment more.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    duration: Duration,
+impl Args {
+    /// Parses the command line; on a bad argument (or `--help`) prints
+    /// clap's message and exits (code 2 for an error).
+    fn parse() -> Args {
+        let m = command().get_matches();
+        Args {
+            tasks: *m.get_one("tasks").expect("defaulted"),
+            duration: *m.get_one("duration").expect("defaulted"),
+            items_per_round: *m.get_one("items-per-round").expect("defaulted"),
+            min_threads: *m.get_one("min-threads").expect("defaulted"),
+            max_threads: m.get_one("max-threads").copied(),
+            blocking_fraction: *m.get_one("blocking-fraction").expect("defaulted"),
+            block_time: *m.get_one("block-time").expect("defaulted"),
+            sleep_fraction: *m.get_one("sleep-fraction").expect("defaulted"),
+            stack_size: *m.get_one("stack-size").expect("defaulted"),
+            dense: m.get_flag("dense"),
+            seed: *m.get_one("seed").expect("defaulted"),
+            no_progress: m.get_flag("no-progress"),
+        }
+    }
+}
 
-    /// Items the producer of each round sends; every round spawns fresh
-    /// tasks, so fewer items per round means more spawns.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    items_per_round: u64,
+/// A one-line progress bar on stderr, redrawn at most 10 times a second.
+struct Progress {
+    on: bool,
+    total: Duration,
+    drawn: Option<Instant>,
+    frame: usize,
+}
 
-    /// Core Processer threads, started at build; 0 means one per CPU.
-    #[arg(long, default_value_t = 0)]
-    min_threads: usize,
+impl Progress {
+    fn new(on: bool, total: Duration) -> Progress {
+        Progress {
+            on,
+            total,
+            drawn: None,
+            frame: 0,
+        }
+    }
 
-    /// Cap on Processer threads, including the extra ones the Dispatcher
-    /// starts when every Processer is blocked [default: max(8, min-threads)].
-    #[arg(long)]
-    max_threads: Option<usize>,
+    fn draw(&mut self, elapsed: Duration, msg: &str) {
+        if !self.on
+            || self
+                .drawn
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.drawn = Some(Instant::now());
+        self.frame += 1;
+        let width = 30;
+        let done = ((elapsed.as_secs_f64() / self.total.as_secs_f64().max(1e-9)) * width as f64)
+            .min(width as f64) as usize;
+        let bar: String = (0..width)
+            .map(|i| match i.cmp(&done) {
+                std::cmp::Ordering::Less => '=',
+                std::cmp::Ordering::Equal => '>',
+                std::cmp::Ordering::Greater => ' ',
+            })
+            .collect();
+        let spinner = ['|', '/', '-', '\\'][self.frame % 4];
+        // \r to the line's start, \x1b[K to erase what the last one left.
+        eprint!("\r{spinner} {:>3}s [{bar}] {msg}\x1b[K", elapsed.as_secs());
+    }
 
-    /// Fraction of items (0 to 1) whose transform makes a real blocking call,
-    /// `std::thread::sleep(--block-time)`, holding its thread for that long:
-    /// the Dispatcher moves the tasks queued behind it that have not
-    /// started yet.
-    #[arg(long, default_value_t = 0.002, value_parser = parse_fraction)]
-    blocking_fraction: f64,
-
-    /// How long each blocking call holds its thread.
-    #[arg(long, default_value = "2ms", value_parser = parse_duration)]
-    block_time: Duration,
-
-    /// Fraction of items (0 to 1) whose transform parks its task with
-    /// `gofer::sleep` for 0.5 to 2 ms.
-    #[arg(long, default_value_t = 0.05, value_parser = parse_fraction)]
-    sleep_fraction: f64,
-
-    /// Stack size of the pipelines' tasks, in bytes or with a K or M suffix
-    /// (16K to 1024M); the controllers get at least 64K. 16K is enough in a
-    /// release build; a debug build needs about 32K.
-    #[arg(long, default_value = "64K", value_parser = parse_size)]
-    stack_size: usize,
-
-    /// Dense stack mode: carve stacks out of shared mappings without guard
-    /// pages (`dense_stacks(true)`), so `vm.max_map_count` does not cap the
-    /// number of live tasks.
-    #[arg(long)]
-    dense: bool,
-
-    /// Seed of the per-pipeline random streams that pick each item's work.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-
-    /// Do not draw the progress bar (it is drawn only when stderr is a
-    /// terminal anyway).
-    #[arg(long)]
-    no_progress: bool,
+    fn finish_and_clear(&mut self) {
+        if self.on && self.drawn.is_some() {
+            eprint!("\r\x1b[K");
+        }
+        self.on = false;
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -610,9 +751,7 @@ fn percentiles(mut v: Vec<u64>) -> String {
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Err(msg) = validate(&args) {
-        Args::command()
-            .error(ErrorKind::ValueValidation, msg)
-            .exit();
+        command().error(ErrorKind::ValueValidation, msg).exit();
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let core = if args.min_threads == 0 {
@@ -728,20 +867,10 @@ fn main() -> ExitCode {
         world.books.spawned.fetch_add(1, Relaxed);
     }
 
-    let pb = if !args.no_progress && std::io::stderr().is_terminal() {
-        let pb = ProgressBar::with_draw_target(
-            Some(args.duration.as_millis() as u64),
-            ProgressDrawTarget::stderr_with_hz(10),
-        );
-        pb.set_style(
-            ProgressStyle::with_template("{spinner} {elapsed:>3} [{bar:30}] {msg}")
-                .expect("a valid template")
-                .progress_chars("=> "),
-        );
-        pb
-    } else {
-        ProgressBar::hidden()
-    };
+    let mut pb = Progress::new(
+        !args.no_progress && std::io::stderr().is_terminal(),
+        args.duration,
+    );
 
     // The main thread watches: progress, peak threads, and each
     // Processer's switch counter (kept per id, so threads that retire still
@@ -770,17 +899,19 @@ fn main() -> ExitCode {
         observe(&s);
         let items = world.books.consumed.load(Relaxed);
         let secs = start.elapsed().as_secs_f64().max(1e-3);
-        pb.set_position(now.saturating_duration_since(start).as_millis() as u64);
-        pb.set_message(format!(
-            "{}{} items ({}/s), {} tasks alive, threads {} (blocked {}), rescued {}",
-            if draining { "draining: " } else { "" },
-            commas(items),
-            commas((items as f64 / secs) as u64),
-            commas(s.alive as u64),
-            s.threads,
-            s.blocked,
-            commas(s.tasks_rescued)
-        ));
+        pb.draw(
+            now.saturating_duration_since(start),
+            &format!(
+                "{}{} items ({}/s), {} tasks alive, threads {} (blocked {}), rescued {}",
+                if draining { "draining: " } else { "" },
+                commas(items),
+                commas((items as f64 / secs) as u64),
+                commas(s.alive as u64),
+                s.threads,
+                s.blocked,
+                commas(s.tasks_rescued)
+            ),
+        );
         if draining && controllers.iter().all(|h| h.is_finished()) && sampler_h.is_finished() {
             break;
         }

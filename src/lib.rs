@@ -34,6 +34,9 @@
 //!   as `std::thread::scope` does for threads.
 //! - Futures meet tasks both ways: [`block_on_future`] parks a task until a
 //!   future is ready, and a [`JoinHandle`] can be `.await`ed.
+//! - [`JoinHandle::cancel`] stops a task: it unwinds from its next
+//!   cancellable wait. [Which waits are cancellable](task#cancellation),
+//!   and which are not, is in the [`task`] module's docs.
 //!
 //! See `ARCHITECTURE.md` for the design.
 //!
@@ -80,24 +83,36 @@
 //! task ([`hooks`]). For a call with no such form (a file, a blocking
 //! library), [`unblock`] makes it on a pool thread while the task parks,
 //! and [`fs`] does that for every file system call.
+//!
+//! The `hooks` feature acts on a whole binary: the hooked symbols are
+//! defined in the gofer linked into it, and cargo unifies features over
+//! everything one command builds. In a workspace where one member enables
+//! `gofer/hooks`, `cargo build --workspace` (or `cargo test` of the
+//! workspace) links a hooked gofer into every member's binaries. Resolver 2
+//! does not separate workspace members (it keeps apart only dev-, build-
+//! and proc-macro dependencies' features and targets not being built), so
+//! keep hooks to one binary by building it alone (`cargo build -p NAME`,
+//! not in one command with siblings that need gofer without hooks) or by
+//! giving it a workspace of its own.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
-// The layers, bottom up: each imports only those above it in this list.
-pub mod chan;
+// The modules, in rustfmt's alphabetical order; their layers, bottom up,
+// are ARCHITECTURE.md's "The tree" (`scripts/modgraph.py` checks them).
+pub mod chan; // channels and select!
 mod coroutine; // stacks and the switch; knows nothing of tasks
 pub mod debug; // task dumps: every task's state, wait and stack
 mod error; // the error types every layer reports
-pub mod fiber;
-pub mod fs; // files shaped like std::fs, each call made through `unblock` // coroutines their caller resumes, on the coroutine layer alone
+pub mod fiber; // coroutines their caller resumes, on the coroutine layer alone
+pub mod fs; // files shaped like std::fs, each call made through `unblock`
 pub mod hooks; // with the `hooks` feature: blocking libc calls park the task
 pub mod io; // waiting for any descriptor through the reactor
 pub mod net; // sockets shaped like std::net
 mod runtime; // Scheduler, Processers, Dispatcher, task header, timers
 pub mod signal; // Unix signals as channel messages, through a thread of their own
-pub mod sync;
-pub mod task; // the task API: spawn, join, park, coroutine-locals
+pub mod sync; // Mutex, RwLock, Condvar, Semaphore, WaitGroup, Barrier
+pub mod task; // the task API: spawn, join, park, coroutine-locals, cancellation
 mod time; // sleep and user timers
 
 pub use coroutine::stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};

@@ -2,18 +2,18 @@
 //! asks a task to stop, and the task stops by unwinding from its next
 //! cancellable wait.
 //!
-//! # Why an unwind, and not an error from the waits
+//! What users are promised (which waits unwind, which do not and why,
+//! before the start and after the end) is published in
+//! [the `task` module's docs](crate::task#cancellation); keep that list
+//! true when a wait changes. This module is how it is done.
 //!
-//! A stackful task is ordinary blocking code: its waits (`recv`, `lock`,
-//! `accept`, `sleep`, ...) return plain values, and most of them have no
-//! error to give (`Mutex::lock`, `sleep`, `Condvar::wait`). An error would
-//! change every signature and have every caller thread it up by hand. An
-//! unwind stops the task from wherever it waits, runs its destructors (so
-//! sockets close, locks unlock, permits return), and ends at the task's
-//! root, where [`JoinHandle::join`](crate::JoinHandle::join) reports
-//! [`JoinError::is_cancelled`](crate::JoinError::is_cancelled). The unwind
-//! is started with [`std::panic::resume_unwind`] and a private payload, so
-//! the panic hook does not run: a cancellation is not reported as a panic.
+//! # The unwind
+//!
+//! The unwind is started with [`std::panic::resume_unwind`] and a private
+//! payload ([`Cancelled`]), so the panic hook does not run and no user
+//! panic is ever taken for a cancellation; it ends at the task's root,
+//! where [`JoinHandle::join`](crate::JoinHandle::join) reports
+//! [`JoinError::is_cancelled`](crate::JoinError::is_cancelled).
 //!
 //! # Where a task observes it
 //!
@@ -24,50 +24,11 @@
 //! or the lock's queue, its timer entry goes, its socket waiter unlinks),
 //! and only then, with nothing of it left linked anywhere, unwinds
 //! ([`unwind`]). So no unwind ever starts while bookkeeping in another
-//! structure still points into the task's stack. The waits that do this:
-//!
-//! - [`sleep`](crate::sleep) and [`sleep_until`](crate::sleep_until);
-//! - channel `send` and `recv` (with or without a timeout), on any gofer
-//!   channel;
-//! - every wait of [`gofer::sync`](crate::sync): `Mutex` and `RwLock`
-//!   locks, `Condvar` waits (the mutex is locked again before the unwind,
-//!   so the guard's drop unlocks it), `Semaphore`, `WaitGroup`, `Barrier`;
-//! - [`select!`](crate::select) and [`Select`](crate::chan::Select) while
-//!   they wait (an arm ready at once still wins; every arm is unregistered
-//!   before the unwind);
-//! - [`JoinHandle::join`](crate::JoinHandle::join) and its timed forms;
-//! - the waits of gofer's sockets ([`net`](crate::net): `accept`, `read`,
-//!   `write`, `connect`, ...) and [`io::wait_readable`](crate::io::wait_readable);
-//! - [`park`](crate::park) and [`park_timeout`](crate::park_timeout):
-//!   they unwind when called in a cancelled task, and a cancelled task
-//!   parked in them returns (as a spurious wake-up) and unwinds at its next
-//!   call;
-//! - [`yield_now`](crate::yield_now), after the task runs again;
-//! - [`block_on_future`](crate::block_on_future) between two polls (the
-//!   future is dropped by the unwind).
-//!
-//! Waits that do **not** observe it, and why:
-//!
-//! - [`unblock`](crate::unblock) and the [`fs`](crate::fs) calls made
-//!   through it: the pool thread borrows the task's stack until the call
-//!   returns. The task unwinds at its next cancellable wait after it.
-//! - hooked libc calls (the `hooks` feature): an unwind through a C frame
-//!   is undefined behaviour, so a hooked call waits on as if nothing
-//!   happened (it finishes or times out as it would have), and the task
-//!   unwinds at its next gofer wait.
-//! - the end of a [`scope`](crate::scope), which must wait for every task
-//!   of the scope (they borrow from the owner's stack) whatever happens to
-//!   its owner.
-//! - any wait while the task is already unwinding
-//!   ([`std::thread::panicking`]): a destructor that locks a mutex or sends
-//!   on a channel during an unwind works as usual, and a second panic,
-//!   which would abort, is never started. std counts panics per thread, so
-//!   a task whose thread is unwinding another task (parked mid-unwind)
-//!   defers too; its waits then park with a short deadline and look again
-//!   ([`recheck`]), so the deferred cancellation is not lost with the
-//!   wake-up that brought it.
-//!
-//! A task that never waits can poll [`is_cancelled`].
+//! structure still points into the task's stack. A [`Mask`] held across a
+//! wait (the hooks' calls) keeps it from observing the flag, and a task
+//! whose thread is unwinding another task parks with a short deadline and
+//! looks again ([`recheck`]), so a deferred cancellation is not lost with
+//! the wake-up that brought it.
 //!
 //! # A wake-up that races the cancellation
 //!
@@ -116,7 +77,8 @@ struct Cancelled;
 /// outside a task.
 ///
 /// For a loop that never waits: every cancellable wait already unwinds in
-/// a cancelled task (see the module docs), but a computation that does not
+/// a cancelled task (the list is in [`gofer::task`'s
+/// docs](crate::task#cancellation)), but a computation that does not
 /// wait has to look.
 ///
 /// ```

@@ -565,8 +565,9 @@ impl<T> JoinHandle<T> {
         true
     }
 
-    /// Asks the task to stop (see [`gofer::task::is_cancelled`] and the
-    /// list of the waits that observe it there).
+    /// Asks the task to stop. [`gofer::task`'s docs](crate::task#cancellation)
+    /// list the waits that observe it and those that do not; a task that
+    /// never waits can poll [`gofer::task::is_cancelled`].
     ///
     /// A task parked in a cancellable wait (a channel, a lock, a socket, a
     /// sleep, a join) withdraws from it and unwinds: its destructors run,
