@@ -255,32 +255,7 @@ fn unwinding_tasks_keep_their_panic_and_healthy_ones_never_see_it() {
                 );
             }
             // Every Processer's count is back at zero, and works as before.
-            for i in 0..2 {
-                let panicking = gofer::Builder::new()
-                    .pin(i)
-                    .scheduler(&sched)
-                    .spawn(std::thread::panicking)
-                    .unwrap()
-                    .join()
-                    .unwrap();
-                assert!(!panicking, "Processer {i}'s thread still counts a panic");
-                let m = Arc::new(Mutex::new(0));
-                let m2 = m.clone();
-                let r = gofer::Builder::new()
-                    .pin(i)
-                    .scheduler(&sched)
-                    .spawn(move || {
-                        let _g = m2.lock().unwrap();
-                        panic!("poison it");
-                    })
-                    .unwrap()
-                    .join();
-                assert!(r.is_err());
-                assert!(
-                    m.is_poisoned(),
-                    "a panic holding a lock on Processer {i} did not poison it"
-                );
-            }
+            common::check_threads_clean(&sched, 2);
             sched.shutdown();
         },
     );

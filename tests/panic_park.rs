@@ -77,38 +77,6 @@ fn busy_sched(
     (sched, stop)
 }
 
-/// Every Processer of `sched` (pinned tasks on each): is its thread's
-/// panic count at zero, and does a `std::sync::Mutex` held in a panic
-/// there come out poisoned?
-fn check_threads_clean(sched: &gofer::Scheduler) {
-    for i in 0..2 {
-        let panicking = gofer::Builder::new()
-            .pin(i)
-            .scheduler(sched)
-            .spawn(std::thread::panicking)
-            .unwrap()
-            .join()
-            .unwrap();
-        assert!(!panicking, "Processer {i}'s thread still counts a panic");
-        let m = std::sync::Arc::new(std::sync::Mutex::new(0));
-        let m2 = m.clone();
-        let r = gofer::Builder::new()
-            .pin(i)
-            .scheduler(sched)
-            .spawn(move || {
-                let _g = m2.lock().unwrap();
-                panic!("poison it");
-            })
-            .unwrap()
-            .join();
-        assert!(r.is_err());
-        assert!(
-            m.is_poisoned(),
-            "a panic on Processer {i} holding a Mutex did not poison it"
-        );
-    }
-}
-
 fn check_all(rx: mpsc::Receiver<(Seen, Seen)>) {
     let mut moved = 0;
     for _ in 0..TASKS {
@@ -148,7 +116,7 @@ fn a_task_that_parks_while_unwinding_a_panic_stays_on_its_thread() {
                 assert!(h.join().unwrap_err().is_panic());
             }
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            check_threads_clean(&sched);
+            common::check_threads_clean(&sched, 2);
             sched.shutdown();
         },
     );
@@ -191,7 +159,7 @@ fn a_task_that_parks_in_a_dropped_fibers_unwind_stays_on_its_thread() {
                 h.join().unwrap();
             }
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            check_threads_clean(&sched);
+            common::check_threads_clean(&sched, 2);
             sched.shutdown();
         },
     );

@@ -429,3 +429,36 @@ pub fn wait_child(mut child: std::process::Child) -> (std::process::ExitStatus, 
     };
     (status, reader.join().expect("stdout reader"))
 }
+
+/// Each of the first `processers` Processers of `sched` (pinned tasks on
+/// each): is its thread's
+/// panic count at zero, and does a `std::sync::Mutex` held in a panic
+/// there come out poisoned?
+pub fn check_threads_clean(sched: &gofer::Scheduler, processers: usize) {
+    for i in 0..processers {
+        let panicking = gofer::Builder::new()
+            .pin(i)
+            .scheduler(sched)
+            .spawn(std::thread::panicking)
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(!panicking, "Processer {i}'s thread still counts a panic");
+        let m = std::sync::Arc::new(std::sync::Mutex::new(0));
+        let m2 = m.clone();
+        let r = gofer::Builder::new()
+            .pin(i)
+            .scheduler(sched)
+            .spawn(move || {
+                let _g = m2.lock().unwrap();
+                panic!("poison it");
+            })
+            .unwrap()
+            .join();
+        assert!(r.is_err());
+        assert!(
+            m.is_poisoned(),
+            "a panic on Processer {i} holding a Mutex did not poison it"
+        );
+    }
+}
