@@ -7,7 +7,7 @@
 //! round. Each round prints wall time and the process's CPU (user +
 //! system); the end prints the medians and gofer/tokio.
 //!
-//! `cargo run -p gofer-bench --release --example fs_contention -- [--permits 8,64] [--rounds 3] [--files 20000] [--busy 2]`
+//! `cargo run -p gofer-bench --release --example fs_contention -- [--permits 8,64] [--rounds 3] [--files 20000] [--busy 2] [--tokio-blocking 512]`
 //!
 //! `--busy K` starts K child processes `yes > /dev/null` for the length of
 //! the run (killed at its end), so the pools' threads share the CPUs with
@@ -35,6 +35,9 @@ struct Args {
     /// Busy loops (`yes > /dev/null` children) to run meanwhile.
     #[arg(long, default_value_t = 0)]
     busy: usize,
+    /// tokio's `max_blocking_threads` (its default: 512).
+    #[arg(long, default_value_t = 512)]
+    tokio_blocking: usize,
     /// Run only one side (`gofer` or `tokio`), e.g. under `perf stat`.
     #[arg(long)]
     only: Option<String>,
@@ -159,6 +162,7 @@ fn main() {
         .expect("a scheduler");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .max_blocking_threads(args.tokio_blocking)
         .build()
         .expect("a tokio runtime");
     let busy = Busy(
