@@ -230,24 +230,7 @@ pub(super) unsafe fn read(
     }
     // The rest is not cached: read it on the pool, where the short read
     // stopped.
-    let rest = rest_of(iovs, got);
-    let rest_cnt = rest.len() as c_int;
-    let saved = errno();
-    let more = match off {
-        // SAFETY: the rest of the caller's buffers; `rest` outlives the call.
-        None => offload(|| unsafe { real::readv(fd, rest.as_ptr(), rest_cnt) }),
-        Some(o) => {
-            let at = o + got as off64_t;
-            // SAFETY: as above.
-            offload(|| unsafe { real::preadv64(fd, rest.as_ptr(), rest_cnt, at) })
-        }
-    };
-    if more > 0 {
-        Some(got as ssize_t + more)
-    } else {
-        set_errno(saved);
-        Some(got as ssize_t)
-    }
+    Some(rest_on_pool(fd, Dir::Read, iovs, got, off))
 }
 
 /// A write of `iov` to `fd` at `off` (`None`: at the file position, or
@@ -283,26 +266,7 @@ pub(super) unsafe fn write(
         // SAFETY: the caller's vector.
         match unsafe { nowait(fd, Dir::Write, wkey, iov, cnt, off.unwrap_or(-1)) } {
             Ok(n) if n >= len => return Some(n as ssize_t),
-            Ok(n) => {
-                let rest = rest_of(iovs, n);
-                let rest_cnt = rest.len() as c_int;
-                let saved = errno();
-                let more = match off {
-                    // SAFETY: the rest of the caller's buffers; `rest`
-                    // outlives the call.
-                    None => offload(|| unsafe { real::writev(fd, rest.as_ptr(), rest_cnt) }),
-                    Some(o) => {
-                        let at = o + n as off64_t;
-                        // SAFETY: as above.
-                        offload(|| unsafe { real::pwritev64(fd, rest.as_ptr(), rest_cnt, at) })
-                    }
-                };
-                if more > 0 {
-                    return Some(n as ssize_t + more);
-                }
-                set_errno(saved);
-                return Some(n as ssize_t);
-            }
+            Ok(n) => return Some(rest_on_pool(fd, Dir::Write, iovs, n, off)),
             // A file system that takes the flag said the write would wait.
             Err(false) => return None,
             // Refused: a plain buffered write, below.
@@ -316,6 +280,34 @@ pub(super) unsafe fn write(
             Some(o) => real::pwritev64(fd, iov, cnt, o),
         }
     })
+}
+
+/// Completes a call the fast path answered short: the rest of `iovs` after
+/// `done` bytes, made on the pool at the file position (`off` `None`) or
+/// at `off + done`. Returns the bytes moved in all; if the rest fails, the
+/// bytes already moved, `errno` as before (as the kernel does for a call
+/// that fails part-way).
+fn rest_on_pool(fd: c_int, dir: Dir, iovs: &[iovec], done: usize, off: Option<off64_t>) -> ssize_t {
+    let rest = rest_of(iovs, done);
+    let (p, n) = (rest.as_ptr(), rest.len() as c_int);
+    let at = off.map(|o| o + done as off64_t);
+    let saved = errno();
+    // SAFETY: the rest of the caller's buffers, `n` entries at `p`; `rest`
+    // outlives the call, which the pool makes before `offload` returns.
+    let more = offload(|| unsafe {
+        match (dir, at) {
+            (Dir::Read, None) => real::readv(fd, p, n),
+            (Dir::Read, Some(o)) => real::preadv64(fd, p, n, o),
+            (Dir::Write, None) => real::writev(fd, p, n),
+            (Dir::Write, Some(o)) => real::pwritev64(fd, p, n, o),
+        }
+    });
+    if more > 0 {
+        done as ssize_t + more
+    } else {
+        set_errno(saved);
+        done as ssize_t
+    }
 }
 
 /// Whether a read that stopped at `pos` (`None`: the file position)
