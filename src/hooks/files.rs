@@ -28,7 +28,7 @@
 
 use libc::{c_char, c_int, c_uint, c_void, iovec, mode_t, off64_t, off_t, size_t, ssize_t};
 
-use super::guard::may_park;
+use super::guard::may_wait;
 use super::in_place;
 use super::offload::{offload, on_file};
 use super::real;
@@ -141,7 +141,7 @@ unsafe fn one(
 /// may name a file on a slow disk, a FIFO that waits for its other end, a
 /// device), in place anywhere else.
 fn opening(call: impl FnOnce() -> c_int) -> c_int {
-    if may_park() {
+    if may_wait() {
         offload(call)
     } else {
         call()

@@ -82,7 +82,7 @@ use std::time::{Duration, Instant};
 
 use libc::{c_int, c_long, timespec};
 
-use super::guard::{guarded, may_park, set_errno};
+use super::guard::{guarded, may_wait, set_errno};
 use super::owned;
 use super::real;
 use crate::runtime::context;
@@ -257,7 +257,7 @@ pub(super) unsafe fn futex(
     }
     match command(op) {
         libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET
-            if aligned && may_park() && !guarded(|| owned::thread_owned(uaddr as usize)) =>
+            if aligned && may_wait() && !guarded(|| owned::thread_owned(uaddr as usize)) =>
         {
             // SAFETY: the caller's arguments, for calls that cannot wait.
             if let Err(r) = unsafe { kernel_checks_wait(uaddr, op, val, timeout, uaddr2, val3) } {

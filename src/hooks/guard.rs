@@ -94,8 +94,7 @@ pub(super) fn in_task() -> bool {
 /// reactor, the timers, the futex table or the blocking pool): inside a
 /// task, outside the hooks' own runtime code, not in a forked child, and
 /// while the thread holds no C lock (`locks.rs`). Every hook that can wait
-/// asks this (or [`may_park`], which adds one condition) before anything
-/// else; a `false` sends the call to libc, to be made on the thread as on
+/// asks this before anything else; a `false` sends the call to libc, to be made on the thread as on
 /// a plain thread.
 ///
 /// The C-lock condition: a task parked while holding a `pthread_mutex_t`
@@ -105,15 +104,8 @@ pub(super) fn in_task() -> bool {
 /// exactly the running task's: no task switches out here while it is not
 /// zero, so it is zero at every switch a hook makes, and the task that
 /// runs next counts only its own locks (the module docs of `locks.rs`).
-#[inline(never)] // reads thread-locals: never inlined into a path that switches
-pub(super) fn may_wait() -> bool {
-    !bypass() && in_task() && !locks::held()
-}
-
-/// Whether a hook may park the calling task for a wait of its own (a futex
-/// wait in the table, a call handed to the blocking pool): [`may_wait`].
 ///
-/// A task in the middle of an unwind parks like any other: the loop takes
+/// A task in the middle of an unwind waits like any other: the loop takes
 /// its share of std's per-thread panic count off the thread while it is
 /// parked and puts it back when it resumes (`runtime/unwind_bank.rs`), so
 /// the next task of the thread neither answers `panicking()` true nor
@@ -121,8 +113,8 @@ pub(super) fn may_wait() -> bool {
 /// deadlock an unwinding task whose destructor waits for a lock that a
 /// parked neighbour holds.
 #[inline(never)] // reads thread-locals: never inlined into a path that switches
-pub(super) fn may_park() -> bool {
-    may_wait()
+pub(super) fn may_wait() -> bool {
+    !bypass() && in_task() && !locks::held()
 }
 
 /// Registers the fork handler, once per process (when the first scheduler

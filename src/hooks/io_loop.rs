@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use libc::{c_int, c_ulong, iovec, msghdr, socklen_t, ssize_t};
 
 use super::fdctx::{self, FdCtx, FILE, HOOKED, KNOWN, SOCKET, USER_NONBLOCK};
-use super::guard::{errno, guarded, is_stdio, may_park, may_wait, set_errno};
+use super::guard::{errno, guarded, is_stdio, may_wait, set_errno};
 use super::offload::offload;
 use super::real;
 use crate::runtime::io::{poll_fd, Interest, Registration};
@@ -68,9 +68,9 @@ pub(super) fn route(fd: c_int) -> Route {
         return Route::Closed;
     }
     if st & FILE != 0 {
-        // Offloaded when the task may park (`guard::may_park`: not while
+        // Offloaded when the task may park (`guard::may_wait`: not while
         // the thread panics).
-        if !may_park() {
+        if !may_wait() {
             return Route::Pass;
         }
         return Route::Offload;

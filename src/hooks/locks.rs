@@ -18,7 +18,7 @@
 //! ([`held`]); an unlock that succeeded takes one off (never below zero:
 //! a lock taken where the hooks do not see it, inside libc, may be
 //! released through them). While the count is not zero, no hook switches
-//! the task out: `guard::may_wait` and `guard::may_park`, which every
+//! the task out: `guard::may_wait` and `guard::may_wait`, which every
 //! decision to wait through the reactor, the timers, the futex table or
 //! the blocking pool asks first, say no, and the call runs on the thread
 //! as on a plain thread (its siblings wait; nothing collides).

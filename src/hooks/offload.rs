@@ -23,7 +23,7 @@
 //!    place while it parks, and `unblock` returns only after the call has
 //!    (`task/unblock.rs`).
 //!
-//! Whether a call is offloaded at all is decided by [`may_park`](super::guard::may_park): inside a
+//! Whether a call is offloaded at all is decided by [`may_wait`](super::guard::may_wait): inside a
 //! task, not in a forked child nor inside a hook's own runtime code, and
 //! not on stdio (std holds its stdio locks across those calls; they stay
 //! libc's, as `guard.rs` says).
@@ -31,7 +31,7 @@
 use libc::c_int;
 
 use super::fdctx::{self, FILE, KNOWN};
-use super::guard::{errno, is_stdio, may_park, set_errno};
+use super::guard::{errno, is_stdio, may_wait, set_errno};
 
 /// A call to run on another thread. Its raw pointers are the caller's,
 /// valid until the call returns (invariant 3), which is what sending the
@@ -51,10 +51,10 @@ impl<F> SendCall<F> {
     }
 }
 
-/// Whether a call on `fd` goes to the pool: [`may_park`](super::guard::may_park), and `fd` is not
+/// Whether a call on `fd` goes to the pool: [`may_wait`](super::guard::may_wait), and `fd` is not
 /// stdio.
 pub(super) fn offloads_fd(fd: c_int) -> bool {
-    !is_stdio(fd) && may_park()
+    !is_stdio(fd) && may_wait()
 }
 
 /// Whether `fd` is a regular file or a block device, where every call may
@@ -69,7 +69,7 @@ pub(super) fn is_file(fd: c_int) -> bool {
 
 /// Runs `call` (a real libc call) on a blocking-pool thread while the task
 /// parks, and returns its value with its `errno` set on this thread. The
-/// caller checked [`may_park`](super::guard::may_park).
+/// caller checked [`may_wait`](super::guard::may_wait).
 pub(super) fn offload<R: Send>(call: impl FnOnce() -> R) -> R {
     let call = SendCall(call);
     let (r, e) = crate::task::unblock::unblock(move || {
@@ -91,9 +91,9 @@ pub(super) fn on_file<R: Send>(fd: c_int, call: impl FnOnce() -> R) -> R {
     }
 }
 
-/// [`offload`] when [`may_park`](super::guard::may_park) and `blocks`; in place otherwise.
+/// [`offload`] when [`may_wait`](super::guard::may_wait) and `blocks`; in place otherwise.
 pub(super) fn when<R: Send>(blocks: bool, call: impl FnOnce() -> R) -> R {
-    if blocks && may_park() {
+    if blocks && may_wait() {
         offload(call)
     } else {
         call()

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use libc::{c_int, nfds_t, pollfd};
 
 use super::fdctx::{self, FILE, HOOKED};
-use super::guard::{guarded, is_stdio, may_park, may_wait};
+use super::guard::{guarded, is_stdio, may_wait};
 use super::offload::when;
 use super::real;
 use crate::runtime::io::Interest;
@@ -135,7 +135,7 @@ pub unsafe extern "C" fn ppoll(
     // SAFETY: n == 1, so `fds` points at one pollfd the caller owns (read
     // only once the cheaper checks passed).
     let alone = || n == 1 && socket_or_pipe(unsafe { (*fds).fd });
-    let park = ts_blocks(t) && may_park() && alone();
+    let park = ts_blocks(t) && may_wait() && alone();
     // SAFETY: forwarded with the caller's arguments.
     when(park, || unsafe { real::ppoll(fds, n, t, mask) })
 }
@@ -187,7 +187,7 @@ pub unsafe extern "C" fn select(
     let blocks = t.is_null() || unsafe { (*t).tv_sec != 0 || (*t).tv_usec != 0 };
     // SAFETY: the sets are the caller's, by the contract of select(2).
     let alone = || unsafe { only_descriptor(nfds, r, w, e) }.is_some_and(socket_or_pipe);
-    let park = blocks && may_park() && alone();
+    let park = blocks && may_wait() && alone();
     // SAFETY: forwarded with the caller's arguments.
     when(park, || unsafe { real::select(nfds, r, w, e, t) })
 }
@@ -207,7 +207,7 @@ pub unsafe extern "C" fn pselect(
 ) -> c_int {
     // SAFETY: the sets are the caller's, by the contract of pselect(2).
     let alone = || unsafe { only_descriptor(nfds, r, w, e) }.is_some_and(socket_or_pipe);
-    let park = ts_blocks(t) && may_park() && alone();
+    let park = ts_blocks(t) && may_wait() && alone();
     // SAFETY: forwarded with the caller's arguments.
     when(park, || unsafe { real::pselect(nfds, r, w, e, t, mask) })
 }
