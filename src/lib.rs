@@ -112,6 +112,7 @@ pub mod net; // sockets shaped like std::net
 mod runtime; // Scheduler, Processers, Dispatcher, task header, timers
 pub mod signal; // Unix signals as channel messages, through a thread of their own
 pub mod sync; // Mutex, RwLock, Condvar, Semaphore, WaitGroup, Barrier
+mod sys; // locks, the kernel's futex, libc's real functions: under everything
 pub mod task; // the task API: spawn, join, park, coroutine-locals, cancellation
 mod time; // sleep and user timers
 

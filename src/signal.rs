@@ -85,7 +85,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::chan::{self, Receiver, RecvTimeoutError, Sender, TrySendError};
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 
 /// Interrupt from the keyboard (Ctrl-C): `libc::SIGINT`.
 pub const SIGINT: i32 = libc::SIGINT;

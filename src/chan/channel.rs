@@ -68,7 +68,7 @@
 //! disconnected. When the last receiver goes, the buffered values are
 //! dropped too (outside the lock): nobody can receive them any more.
 
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 use crate::task::cancel;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};

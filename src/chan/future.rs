@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 
 use super::channel::{RecvAttempt, SendAttempt};
 use super::error::{RecvError, SendError};
@@ -70,7 +70,7 @@ use super::receiver::Receiver;
 use super::sender::Sender;
 use super::waiter::{Check, Node, Outcome, Waiter};
 use crate::runtime::shared::Shared;
-use crate::runtime::timer::{Action, TimerCallback, TimerRef};
+use crate::runtime::time::timer::{Action, TimerCallback, TimerRef};
 
 /// How many times a poll that finds its waiter `CLAIMED` re-reads the state
 /// before it gives up the thread (`wake_by_ref` and `Pending`).

@@ -327,7 +327,7 @@ pub fn select<const N: usize>(mut arms: [ArmRef<'_>; N], mode: Mode) -> Option<u
             Mode::Now => {}
             Mode::Deadline(d) => crate::time::sleep::sleep_until(d),
             Mode::Block => loop {
-                crate::task::park::park_on(crate::runtime::wait::WaitOn::ChanSelect(0));
+                crate::task::park::park_on(crate::runtime::task::wait::WaitOn::ChanSelect(0));
             },
         }
         return None;
@@ -354,7 +354,8 @@ pub(crate) fn select_arms<A: Arms + ?Sized>(
                 return Some(i);
             }
         }
-        let waiter = Waiter::new().named(crate::runtime::wait::WaitOn::ChanSelect(order.len()));
+        let waiter =
+            Waiter::new().named(crate::runtime::task::wait::WaitOn::ChanSelect(order.len()));
         let mut registered = 0;
         let mut ready = false;
         let mut wake_at = mode.deadline();

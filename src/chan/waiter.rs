@@ -147,7 +147,7 @@
 //! `Thread` handle or a `Waker` the claimer moved out while it owned the
 //! waiter.
 
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Waker;

@@ -85,7 +85,7 @@ impl Drop for Hold {
         // run; nobody else touches it while the carrier runs.
         let back = unsafe { &mut *self.0 };
         let Some(starter) = back.0.take() else {
-            super::overflow::fatal("a panic carrier lost its starter");
+            crate::sys::fatal::fatal("a panic carrier lost its starter");
         };
         // SAFETY: `starter` is the context suspended in `Carrier::start`,
         // waiting for exactly this switch.
@@ -107,15 +107,15 @@ extern "C" fn carrier_main(t: Transfer) -> ! {
     }));
     match caught {
         Err(payload) if payload.is::<CarrierPayload>() => drop(payload),
-        _ => super::overflow::fatal("a panic carrier's unwind went astray"),
+        _ => crate::sys::fatal::fatal("a panic carrier's unwind went astray"),
     }
     let Some(finisher) = back.0.take() else {
-        super::overflow::fatal("a panic carrier lost its finisher");
+        crate::sys::fatal::fatal("a panic carrier lost its finisher");
     };
     // SAFETY: `finisher` is the context suspended in `Carrier::finish`; it
     // never resumes this stack again (it frees it).
     unsafe { finisher.resume(0) };
-    super::overflow::fatal("a finished panic carrier was resumed");
+    crate::sys::fatal::fatal("a finished panic carrier was resumed");
 }
 
 impl Carrier {

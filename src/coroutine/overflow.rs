@@ -1,4 +1,4 @@
-//! Stack overflow detection for guarded stacks, and fatal-error exits.
+//! Stack overflow detection for guarded stacks.
 //!
 //! A SIGSEGV/SIGBUS handler, installed once per process and run on an
 //! alternate signal stack (the faulting stack is unusable), asks whether the
@@ -24,6 +24,7 @@
 //! while the task runs), and format into a stack buffer; then `write` and
 //! `abort`.
 
+use crate::sys::fatal::{write_stderr, Buf};
 use std::fmt::Write as _;
 use std::sync::Once;
 use std::sync::OnceLock;
@@ -115,51 +116,6 @@ pub(crate) fn thread_init() {
     };
     // SAFETY: `st` describes the mapping made above, owned by this thread.
     unsafe { libc::sigaltstack(&st, std::ptr::null_mut()) };
-}
-
-/// A fixed buffer that `write!` can format into without allocating.
-struct Buf {
-    bytes: [u8; 512],
-    len: usize,
-}
-
-impl std::fmt::Write for Buf {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let n = s.len().min(self.bytes.len() - self.len);
-        self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
-}
-
-fn write_stderr(b: &Buf) {
-    // SAFETY: writes initialised bytes of a live buffer to fd 2.
-    unsafe { libc::write(2, b.bytes.as_ptr().cast(), b.len) };
-}
-
-/// Prints `gofer: fatal: {msg}` and aborts. Async-signal-safe.
-pub(crate) fn fatal(msg: &str) -> ! {
-    let mut b = Buf {
-        bytes: [0; 512],
-        len: 0,
-    };
-    let _ = writeln!(b, "gofer: fatal: {msg}");
-    write_stderr(&b);
-    std::process::abort()
-}
-
-/// Writes `gofer: {what}` (as `f` formats it) on one line and aborts.
-/// Async-signal-safe when `f` is.
-pub(crate) fn abort_with(f: impl FnOnce(&mut dyn std::fmt::Write)) -> ! {
-    let mut b = Buf {
-        bytes: [0; 512],
-        len: 0,
-    };
-    let _ = b.write_str("gofer: ");
-    f(&mut b);
-    let _ = b.write_str("\n");
-    write_stderr(&b);
-    std::process::abort()
 }
 
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut libc::c_void) {

@@ -115,12 +115,12 @@ fn run_on(stack: &StackMem, f: &mut dyn FnMut()) {
         // A panic inside a panic hook aborts in std anyway; never unwind
         // through this extern "C" frame.
         if panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
-            super::overflow::fatal("the panic hook panicked");
+            crate::sys::fatal::fatal("the panic hook panicked");
         }
         // SAFETY: `t.context` is the caller, suspended in `resume`; we never
         // come back to this stack (the caller drops it).
         unsafe { t.context.resume(0) };
-        super::overflow::fatal("a finished panic-hook context was resumed");
+        crate::sys::fatal::fatal("a finished panic-hook context was resumed");
     }
     let s = stack.as_context_stack();
     let mut f = f;

@@ -43,7 +43,7 @@
 use std::ptr;
 use std::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 
 /// Slots per chunk.
 const CHUNK_SLOTS: usize = 1024;

@@ -48,7 +48,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 
 /// The smallest stack a task may ask for.
 pub const MIN_STACK_SIZE: usize = 16 * 1024;

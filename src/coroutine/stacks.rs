@@ -28,7 +28,7 @@ use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 
 use super::stack::{DenseArena, StackMem};
 

@@ -130,11 +130,11 @@ extern "C" fn entry(t: Transfer) -> ! {
         // for as long as the coroutine runs.
         let run = std::panic::AssertUnwindSafe(move || unsafe { (job.run)(job.arg) });
         if std::panic::catch_unwind(run).is_err() {
-            super::overflow::fatal("a panic escaped a task's root frame");
+            crate::sys::fatal::fatal("a panic escaped a task's root frame");
         }
     }
     suspend(Suspend::Done);
-    super::overflow::fatal("a finished task was resumed");
+    crate::sys::fatal::fatal("a finished task was resumed");
 }
 
 /// Makes a fresh coroutine context on `stack`.
@@ -230,7 +230,7 @@ extern "C" fn file_on_top(t: Transfer) -> Transfer {
     // task's context.
     let run = std::panic::AssertUnwindSafe(move || unsafe { file(arg, t.context) });
     if std::panic::catch_unwind(run).is_err() {
-        super::overflow::fatal("a panic escaped the filing of a task at a direct switch");
+        crate::sys::fatal::fatal("a panic escaped the filing of a task at a direct switch");
     }
     // Data 0: an even word, as every resume passes (a dump's walk frame on
     // top of the next task returns it to the task's switch; `debug/walk.rs`).

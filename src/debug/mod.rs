@@ -41,14 +41,10 @@
 //! live tasks that a spawn fills without a lock (`ARCHITECTURE.md`, "Task
 //! dumps").
 
-pub(crate) mod blocked_call;
-mod dump;
 mod signal;
-pub(crate) mod stall;
-mod walk;
 
-pub use blocked_call::BACKTRACE_SIGNAL_OFFSET;
-pub use dump::{BlockedThread, Dump, TaskDump, TaskState};
+pub use crate::runtime::dump::blocked_call::BACKTRACE_SIGNAL_OFFSET;
+pub use crate::runtime::dump::{BlockedThread, Dump, TaskDump, TaskState};
 pub use signal::install_signal_dump;
 
 use crate::runtime::scheduler::Scheduler;
@@ -67,7 +63,7 @@ pub fn dump() -> Dump {
 impl Scheduler {
     /// A dump of every live task of this scheduler; see [`debug::dump`].
     ///
-    /// [`debug::dump`]: crate::debug::dump
+    /// [`debug::dump`]: crate::runtime::dump
     pub fn dump(&self) -> Dump {
         Dump::take(std::slice::from_ref(self.shared()))
     }

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 
 /// The pipe's write end, for the handler (-1 until the thread runs).
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);

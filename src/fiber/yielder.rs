@@ -35,7 +35,6 @@ use std::ptr;
 use context::{Context, Transfer};
 
 use super::protocol::{self, Exchange, ForcedUnwind, Port, PANICKED, RETURNED, UNWOUND, YIELDED};
-use crate::coroutine::overflow;
 
 /// What the creator hands the fiber in the priming switch.
 pub(super) struct Prime<F> {
@@ -146,9 +145,9 @@ where
     // here into a clear abort.
     let body = AssertUnwindSafe(move || run::<F, I, Y, R>(t));
     if catch_unwind(body).is_err() {
-        overflow::fatal("a panic escaped a fiber's root frame");
+        crate::sys::fatal::fatal("a panic escaped a fiber's root frame");
     }
-    overflow::fatal("a finished fiber was resumed")
+    crate::sys::fatal::fatal("a finished fiber was resumed")
 }
 
 /// The body of [`entry`]; returns only if the finished fiber is resumed

@@ -17,7 +17,7 @@ use libc::{c_int, c_long, c_uint, loff_t, off64_t, off_t, size_t, ssize_t};
 
 use super::guard::is_stdio;
 use super::offload::{offload, offloads_fd};
-use super::real;
+use crate::sys::real;
 
 /// Runs `call` on the blocking pool when the call may park the task and
 /// neither `a` nor `b` is stdio; in place otherwise.

@@ -12,8 +12,8 @@ use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 
 use super::in_place;
 use super::io_loop::{io_loop, iov_msg, preadv_nowait, pwritev_nowait};
-use super::real;
 use crate::runtime::io::Interest;
+use crate::sys::real;
 
 /// A call with a flags argument: one the program already made
 /// non-blocking (`MSG_DONTWAIT`) is libc's as it stands; otherwise

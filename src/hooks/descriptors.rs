@@ -16,8 +16,8 @@ use libc::{c_int, c_ulong, c_void, socklen_t};
 use super::fdctx::{self, DIRECT, USER_NONBLOCK};
 use super::guard::{bypass, guarded, set_errno};
 use super::offload::{offload, offloads_fd};
-use super::real;
 use crate::runtime::io::Interest;
+use crate::sys::real;
 
 /// Hooked `close`: tasks waiting on `fd` wake (their call fails with
 /// `EBADF`), it leaves the reactor, then it is closed.

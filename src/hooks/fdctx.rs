@@ -45,11 +45,11 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 use libc::c_int;
 
-use super::real;
 use crate::runtime::io::{Interest, Registration};
+use crate::sys::real;
 
 /// Descriptors per chunk.
 const CHUNK: usize = 4096;

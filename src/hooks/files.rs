@@ -31,7 +31,7 @@ use libc::{c_char, c_int, c_uint, c_void, iovec, mode_t, off64_t, off_t, size_t,
 use super::guard::may_wait;
 use super::in_place;
 use super::offload::{offload, on_file};
-use super::real;
+use crate::sys::real;
 
 macro_rules! file_calls {
     ($($(#[$doc:meta])* fn $name:ident($fd:ident: c_int $(, $arg:ident: $t:ty)*) -> $ret:ty;)*) => {

@@ -84,11 +84,11 @@ use libc::{c_int, c_long, timespec};
 
 use super::guard::{guarded, may_wait, set_errno};
 use super::owned;
-use super::real;
 use crate::runtime::context;
-use crate::runtime::lock::Mutex;
+use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::TaskRef;
-use crate::runtime::wait::WaitOn;
+use crate::sys::lock::Mutex;
+use crate::sys::real;
 use crate::task::park;
 
 /// The number of buckets in [`TABLE`] (a power of two).
@@ -620,33 +620,5 @@ fn wake_tasks(addr: usize, bitset: u32, want: usize) -> usize {
         if !more {
             return woken;
         }
-    }
-}
-
-/// Calls the kernel's futex directly (not through the hooked `syscall`),
-/// for the runtime's own locks (`runtime/lock.rs`).
-///
-/// # Safety
-/// The contract of `futex(2)` for `op` with these arguments (the second
-/// address and the third value are passed as 0).
-pub(crate) unsafe fn kernel_futex(
-    uaddr: *const u32,
-    op: c_int,
-    val: u32,
-    timeout: *const timespec,
-) -> c_long {
-    // SAFETY: the caller keeps futex's contract.
-    unsafe {
-        real::syscall(
-            libc::SYS_futex,
-            [
-                uaddr as c_long,
-                op as c_long,
-                val as c_long,
-                timeout as c_long,
-                0,
-                0,
-            ],
-        )
     }
 }

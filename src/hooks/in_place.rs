@@ -70,7 +70,7 @@ use libc::{c_int, iovec, off64_t, ssize_t};
 use super::fdctx::{self, open_mode, FdCtx, DIRECT, FILE, KNOWN, SYNC};
 use super::guard::{errno, set_errno};
 use super::offload::{offload, offloads_fd};
-use super::real;
+use crate::sys::real;
 
 /// The largest read or write made in place (see the module docs).
 pub(super) const IN_PLACE_MAX: usize = 64 * 1024;

@@ -23,8 +23,8 @@ use libc::{c_int, c_ulong, iovec, msghdr, socklen_t, ssize_t};
 use super::fdctx::{self, FdCtx, FILE, HOOKED, KNOWN, SOCKET, USER_NONBLOCK};
 use super::guard::{errno, guarded, is_stdio, may_wait, set_errno};
 use super::offload::offload;
-use super::real;
 use crate::runtime::io::{poll_fd, Interest, Registration};
+use crate::sys::real;
 
 /// Whether pipes accept `RWF_NOWAIT` (Linux 5.x on): cleared the first time
 /// the kernel refuses it, after which pipe calls block their thread.

@@ -86,7 +86,7 @@ use std::cell::Cell;
 
 use libc::{c_int, clockid_t, pthread_mutex_t, pthread_rwlock_t, timespec, FILE};
 
-use super::real;
+use crate::sys::real;
 
 thread_local! {
     /// How many C locks the calling thread holds (see the module docs).

@@ -215,8 +215,6 @@ mod owned;
 #[cfg(feature = "hooks")]
 mod poll;
 #[cfg(feature = "hooks")]
-pub(crate) mod real;
-#[cfg(feature = "hooks")]
 mod sleep;
 #[cfg(feature = "hooks")]
 mod sockets;
@@ -226,9 +224,6 @@ mod symbols;
 mod syscall;
 #[cfg(feature = "hooks")]
 mod wait;
-
-#[cfg(feature = "hooks")]
-pub(crate) use futex::kernel_futex;
 
 /// The registration the hooks made for `fd` (a task waited on it through a
 /// hooked call), so that a `gofer::net` socket made from the same

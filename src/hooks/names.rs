@@ -17,7 +17,7 @@
 use libc::{addrinfo, c_char, c_int, c_void, hostent, size_t, sockaddr, socklen_t};
 
 use super::offload::when;
-use super::real;
+use crate::sys::real;
 
 /// Hooked `getaddrinfo`: inside a task, made on the blocking pool.
 ///

@@ -39,8 +39,8 @@ use libc::{c_int, nfds_t, pollfd};
 use super::fdctx::{self, FILE, HOOKED};
 use super::guard::{guarded, is_stdio, may_wait};
 use super::offload::when;
-use super::real;
 use crate::runtime::io::Interest;
+use crate::sys::real;
 
 /// Whether `fd` is a socket or a pipe (not stdio): the one kind of
 /// descriptor whose wait, made alone, may park the task (see the module's

@@ -8,7 +8,7 @@ use std::time::Duration;
 use libc::{c_int, c_uint, timespec};
 
 use super::guard::{may_wait, set_errno};
-use super::real;
+use crate::sys::real;
 
 /// Sleeps the running task for `d` (the caller checked it is in one).
 fn task_sleep(d: Duration) {

@@ -10,8 +10,8 @@ use libc::{c_int, sockaddr, socklen_t, ssize_t};
 use super::fdctx::{self, SOCKET};
 use super::guard::{errno, guarded, set_errno};
 use super::io_loop::{fail, io_loop, nonblocking_once, route, Route, Stop};
-use super::real;
 use crate::runtime::io::{poll_fd, Interest};
+use crate::sys::real;
 
 /// Hooked `accept`: non-blocking for the one call (the kernel has no
 /// per-call flag for it), waiting readable in between.

@@ -2,8 +2,9 @@
 //! the objects that define them. A new hook is added to its family's file
 //! and to [`KEEP`].
 
-use super::{copies, files, locks, names, real, wait};
+use super::{copies, files, locks, names, wait};
 use super::{data, descriptors, guard, poll, sleep, sockets, syscall};
+use crate::sys::real;
 
 /// The addresses of every hooked symbol.
 struct Symbols([*const (); 26]);

@@ -28,7 +28,8 @@
 
 use libc::{c_int, c_long, timespec};
 
-use super::{copies, futex, real};
+use super::{copies, futex};
+use crate::sys::real;
 
 /// Hooked `syscall`.
 ///

@@ -18,7 +18,7 @@
 use libc::{c_int, id_t, idtype_t, off64_t, off_t, pid_t, rusage, siginfo_t};
 
 use super::offload::{offloads_fd, when};
-use super::real;
+use crate::sys::real;
 
 /// Hooked `flock`: a lock that may wait (no `LOCK_NB`, not `LOCK_UN`) is
 /// taken on the blocking pool inside a task.

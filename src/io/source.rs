@@ -32,7 +32,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 use std::time::{Duration, Instant};
 
 use super::coop;

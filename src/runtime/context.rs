@@ -11,9 +11,9 @@ use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
-use super::processer::{ProcLocal, Push};
 use super::shared::Shared;
-use super::task::{Runnable, TaskHeader, TaskRef};
+use crate::runtime::processer::{ProcLocal, Push};
+use crate::runtime::task::{Runnable, TaskHeader, TaskRef};
 
 thread_local! {
     static CURRENT_PROC: Cell<*const ProcLocal> = const { Cell::new(std::ptr::null()) };
@@ -84,7 +84,8 @@ pub(crate) fn current_core_index(sched: &Shared) -> Option<usize> {
     }
     // SAFETY: see current_task_ptr.
     let local = unsafe { &*p };
-    (std::ptr::eq(&*local.sched, sched) && local.p.kind == super::processer_shared::Kind::Core)
+    (std::ptr::eq(&*local.sched, sched)
+        && local.p.kind == crate::runtime::processer::shared::Kind::Core)
         .then_some(local.p.index)
 }
 

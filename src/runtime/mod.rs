@@ -48,32 +48,15 @@
 //! `write`, and keeping the hooked symbols linked).
 
 pub(crate) mod blocking;
-pub(crate) mod cells;
 pub(crate) mod config;
 pub(crate) mod context;
-pub(crate) mod direct;
 pub(crate) mod dispatcher;
-mod dispatcher_detect;
-mod dispatcher_rescue;
+pub(crate) mod dump;
 pub(crate) mod fd_table;
-pub(crate) mod idle;
 pub(crate) mod io;
-pub(crate) mod live;
-pub(crate) mod lock;
-pub(crate) mod next_slot;
-pub(crate) mod park_state;
 pub(crate) mod processer;
-mod processer_placement;
-mod processer_queues;
-mod processer_search;
-pub(crate) mod processer_shared;
-mod processer_timers;
-pub(crate) mod route;
 pub(crate) mod scheduler;
 pub(crate) mod shared;
 pub(crate) mod stats;
 pub(crate) mod task;
-pub(crate) mod timer;
-pub(crate) mod timer_heap;
-pub(crate) mod unwind_bank;
-pub(crate) mod wait;
+pub(crate) mod time;

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use super::config::{resolve_min_threads, SchedulerBuilder, MAX_THREADS_LIMIT};
 use super::context;
-use super::processer_shared::Kind;
 use super::shared::Shared;
 use super::stats::Stats;
 use crate::error::{ConfigError, ShutdownError, SpawnError};
+use crate::runtime::processer::shared::Kind;
 
 /// A set of Processer threads that run tasks. A cheap, cloneable handle,
 /// usable from any thread.
@@ -168,16 +168,16 @@ impl SchedulerBuilder {
                 return Err(ConfigError::thread_start(thread, started, &e));
             }
         }
-        if let Err(e) = super::dispatcher::start(&shared) {
+        if let Err(e) = crate::runtime::dispatcher::start(&shared) {
             shared.stop_threads();
-            let thread = super::dispatcher::thread_name(&shared.config.name);
+            let thread = crate::runtime::dispatcher::thread_name(&shared.config.name);
             return Err(ConfigError::thread_start(
                 thread,
                 shared.config.min_threads,
                 &e,
             ));
         }
-        if let Err(e) = crate::debug::stall::start(&shared) {
+        if let Err(e) = crate::runtime::dump::stall::start(&shared) {
             shared.stop_threads();
             return Err(ConfigError::thread_start(
                 format!("{}-stall", shared.config.name),

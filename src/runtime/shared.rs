@@ -39,23 +39,23 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crate::runtime::lock::{Condvar, Mutex, RwLock};
+use crate::sys::lock::{Condvar, Mutex, RwLock};
 use crossbeam_utils::CachePadded;
 
-use super::blocking::BlockingPool;
 use super::config::Config;
 use super::context;
-use super::dispatcher::{self, DispatchState};
-use super::idle::Idle;
 use super::io::Reactor;
-use super::processer::ProcLocal;
-use super::processer_shared::{self, Kind, ProcesserShared};
 use super::stats::{ProcesserStats, Stats};
-use super::task::Runnable;
-use super::timer::Timers;
 use crate::coroutine::stack;
 use crate::coroutine::stacks::Stacks;
 use crate::error::{ShutdownError, SpawnError};
+use crate::runtime::blocking::pool::BlockingPool;
+use crate::runtime::dispatcher::{self, DispatchState};
+use crate::runtime::processer::idle::Idle;
+use crate::runtime::processer::shared::{Kind, ProcesserShared};
+use crate::runtime::processer::ProcLocal;
+use crate::runtime::task::Runnable;
+use crate::runtime::time::timer::Timers;
 
 /// State shared by every Processer, the Dispatcher and the handles.
 pub(crate) struct Shared {
@@ -113,7 +113,7 @@ pub(crate) struct Shared {
     /// (their tasks use epoll), and the first error: told by `stats()`.
     ring_failures: Mutex<(usize, Option<String>)>,
     /// The registry of live tasks, for task dumps (`live.rs`).
-    pub(crate) live: super::live::Registry,
+    pub(crate) live: crate::runtime::task::live::Registry,
     /// The stall watcher's thread, if `stall_report` is on
     /// (`debug/stall.rs`); unparked at shutdown.
     pub(crate) stall_watcher: OnceLock<std::thread::Thread>,
@@ -193,7 +193,7 @@ impl Shared {
             reactor: OnceLock::new(),
             reactor_init: Mutex::new(()),
             ring_failures: Mutex::new((0, None)),
-            live: super::live::Registry::new(),
+            live: crate::runtime::task::live::Registry::new(),
             stall_watcher: OnceLock::new(),
             blocking,
         });
@@ -350,7 +350,7 @@ impl Shared {
     /// Starts one Processer thread of the given kind.
     pub(crate) fn start_processer(self: &Arc<Self>, kind: Kind) -> io::Result<()> {
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
-        let (p, worker) = processer_shared::new_processer(index, kind);
+        let (p, worker) = crate::runtime::processer::shared::new_processer(index, kind);
         let me = self.clone();
         let p2 = p.clone();
         self.threads.fetch_add(1, Ordering::SeqCst);
@@ -358,11 +358,11 @@ impl Shared {
         let spawned = std::thread::Builder::new()
             .name(format!("{}-{}", self.config.name, index))
             .spawn(move || {
-                processer_shared::bind_thread(&p2);
-                processer_shared::tight_timer_slack();
+                crate::runtime::processer::shared::bind_thread(&p2);
+                crate::runtime::processer::shared::tight_timer_slack();
                 // Room for the blocked-call backtrace handler to walk on
                 // (`debug/blocked_call.rs`), for the thread's life.
-                let alt = crate::debug::blocked_call::AltStack::install();
+                let alt = crate::runtime::dump::blocked_call::AltStack::install();
                 let local = ProcLocal::new(p2.clone(), me.clone(), worker);
                 local.run(None);
                 drop(local);
@@ -386,7 +386,7 @@ impl Shared {
                 fence(Ordering::SeqCst);
                 self.unregister(&p);
                 self.threads.fetch_sub(1, Ordering::SeqCst);
-                for t in processer_shared::drain_retired(&p) {
+                for t in crate::runtime::processer::shared::drain_retired(&p) {
                     self.push_remote(t);
                 }
                 Err(e)
@@ -486,8 +486,8 @@ impl Shared {
         done: impl Fn(&R) -> bool,
     ) -> Result<R, SpawnError> {
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
-        let (p, worker) = processer_shared::new_processer(index, Kind::Caller);
-        processer_shared::bind_thread(&p);
+        let (p, worker) = crate::runtime::processer::shared::new_processer(index, Kind::Caller);
+        crate::runtime::processer::shared::bind_thread(&p);
         let local = ProcLocal::new(p.clone(), self.clone(), worker);
         let (root, made) = self.admit(name, None, Some(index), make, None)?;
         self.register(p.clone());
@@ -685,8 +685,8 @@ impl Shared {
                 return None;
             }
             any = true;
-            queued +=
-                super::dispatcher_rescue::queued_movable(p) + p.placed.load(Ordering::Relaxed);
+            queued += crate::runtime::dispatcher::rescue::queued_movable(p)
+                + p.placed.load(Ordering::Relaxed);
         }
         (any && queued > 0).then_some(queued)
     }

@@ -12,7 +12,7 @@
 //! cannot be counted in generation `k`. Waiters wait on their own token, so
 //! stale or spurious wake-ups do not release them early.
 
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 use std::fmt;
 use std::time::{Duration, Instant};
 

@@ -21,7 +21,7 @@
 //! queue lock (see `waitqueue.rs`), so a later `notify_one` goes to someone
 //! still waiting; if the notify won that race, the wait reports success.
 
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 use std::fmt;
 use std::time::{Duration, Instant};
 

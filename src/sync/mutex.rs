@@ -50,7 +50,7 @@
 //! the Release of the unlock that cleared it (or of the token store, for a
 //! hand-off); `PARKED` carries no data and is Relaxed.
 
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;

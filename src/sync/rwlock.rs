@@ -55,7 +55,7 @@
 //! that left (they are read-modify-writes, so they form one release
 //! sequence) and passes them on through the Release token store.
 
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;

@@ -36,7 +36,7 @@
 //! store).
 
 use crate::error::Cancelled;
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 use crate::task::park;
 use crate::task::CancelToken;
 use std::fmt;

@@ -20,7 +20,7 @@
 //! Acquire load of zero (or the waker's AcqRel decrement, passed on through
 //! the wake token) orders every job's work before `wait` returns.
 
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

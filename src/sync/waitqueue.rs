@@ -60,7 +60,7 @@
 //! (Acquire), so everything the notifier did before notifying (for example,
 //! marking the lock as handed over) is visible to the woken waiter.
 
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomPinned;
 use std::ops::{Deref, DerefMut};
@@ -169,14 +169,14 @@ unsafe impl<T: Send> Send for Locked<T> {}
 /// A queue of parked tasks and threads, plus a primitive's state `T` that
 /// shares its lock. See the module docs.
 pub(crate) struct WaitQueue<T> {
-    inner: crate::runtime::lock::Mutex<Locked<T>>,
+    inner: crate::sys::lock::Mutex<Locked<T>>,
 }
 
 impl<T> WaitQueue<T> {
     /// An empty queue.
     pub(crate) const fn new(data: T) -> WaitQueue<T> {
         WaitQueue {
-            inner: crate::runtime::lock::Mutex::new(Locked {
+            inner: crate::sys::lock::Mutex::new(Locked {
                 head: None,
                 tail: None,
                 len: 0,
@@ -197,7 +197,7 @@ impl<T> WaitQueue<T> {
 /// The locked queue. Derefs to the primitive's bookkeeping `T`.
 pub(crate) struct QueueGuard<'a, T> {
     queue: &'a WaitQueue<T>,
-    locked: crate::runtime::lock::MutexGuard<'a, Locked<T>>,
+    locked: crate::sys::lock::MutexGuard<'a, Locked<T>>,
 }
 
 impl<T> Deref for QueueGuard<'_, T> {

@@ -60,7 +60,7 @@ use std::time::{Duration, Instant};
 
 use super::park::Task;
 use crate::chan::{self, Receiver, RecvTimeoutError, Sender};
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 
 /// A cloneable cancellation flag for a group of tasks: any clone can
 /// [`cancel`](Self::cancel) it, and every clone then reports

@@ -90,10 +90,10 @@ use std::time::{Duration, Instant};
 
 use super::park::Task;
 use crate::error::{contain, JoinError};
-use crate::runtime::cells;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::cells;
+use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::{Runnable, TaskHeader, TaskId, TaskRef, TaskVTable};
-use crate::runtime::wait::WaitOn;
 
 const DONE: u8 = 1;
 const WAITING: u8 = 2;

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use crate::coroutine::switch::Suspend;
 use crate::runtime::context;
-use crate::runtime::direct::switch_out;
+use crate::runtime::processer::direct::switch_out;
+use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::{self, TaskHeader, TaskId, TaskRef};
-use crate::runtime::timer;
-use crate::runtime::wait::WaitOn;
+use crate::runtime::time::timer;
 
 /// A handle to a task or thread that can be woken with [`unpark`](Task::unpark).
 ///

@@ -59,8 +59,8 @@ use crate::error::OrPanic;
 use crate::error::{contain, JoinError, SpawnError};
 use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
 use crate::runtime::shared::Shared;
+use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::TaskId;
-use crate::runtime::wait::WaitOn;
 
 /// Runs `f` with a [`Scope`] on which it can spawn tasks that borrow from
 /// the caller, and returns `f`'s value once every task spawned in the

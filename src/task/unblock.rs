@@ -61,9 +61,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::park::{self, Task};
-use crate::runtime::blocking::Job;
+use crate::runtime::blocking::pool::Job;
 use crate::runtime::context;
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 
 /// Runs `f` on a blocking-pool thread while the calling task parks, and
 /// returns what `f` returns.

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::runtime::wait::WaitOn;
+use crate::runtime::task::wait::WaitOn;
 
 /// Sleeps the current task (or thread, outside a task) for `d`.
 ///

@@ -34,13 +34,13 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 
 use crate::error::OrPanic;
 use crate::error::SpawnError;
 use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
 use crate::runtime::shared::Shared;
-use crate::runtime::timer::{Action, TimerCallback, TimerRef};
+use crate::runtime::time::timer::{Action, TimerCallback, TimerRef};
 use crate::task::spawn::spawn_closure;
 
 pub use super::sleep::{sleep, sleep_until};

@@ -195,7 +195,7 @@ impl Epoll {
 unsafe fn libc_write(fd: libc::c_int, buf: *const libc::c_void, n: usize) -> isize {
     #[cfg(feature = "hooks")]
     // SAFETY: the caller keeps `write`'s contract.
-    return unsafe { crate::hooks::real::write(fd, buf, n) };
+    return unsafe { crate::sys::real::write(fd, buf, n) };
     #[cfg(not(feature = "hooks"))]
     // SAFETY: the caller keeps `write`'s contract.
     return unsafe { libc::write(fd, buf, n) };
@@ -209,7 +209,7 @@ unsafe fn libc_write(fd: libc::c_int, buf: *const libc::c_void, n: usize) -> isi
 unsafe fn libc_read(fd: libc::c_int, buf: *mut libc::c_void, n: usize) -> isize {
     #[cfg(feature = "hooks")]
     // SAFETY: the caller keeps `read`'s contract.
-    return unsafe { crate::hooks::real::read(fd, buf, n) };
+    return unsafe { crate::sys::real::read(fd, buf, n) };
     #[cfg(not(feature = "hooks"))]
     // SAFETY: the caller keeps `read`'s contract.
     return unsafe { libc::read(fd, buf, n) };

@@ -88,7 +88,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::runtime::lock::{Mutex, MutexGuard};
+use crate::sys::lock::{Mutex, MutexGuard};
 
 use super::epoll::{Epoll, Events, WAKE_TOKEN};
 use super::readiness::{from_epoll, Interest, IoState, ReadyEvent, TimedOut};

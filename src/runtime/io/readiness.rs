@@ -97,13 +97,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use crate::runtime::lock::Mutex;
+use crate::sys::lock::Mutex;
 
 use super::epoll;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::{self, Runnable, TaskHeader, TaskRef};
-use crate::runtime::timer::{park_covered, Action, DeadlineWaiters, TimerRef};
-use crate::runtime::wait::WaitOn;
+use crate::runtime::time::timer::{park_covered, Action, DeadlineWaiters, TimerRef};
 
 pub(crate) const READABLE: u32 = 1;
 pub(crate) const WRITABLE: u32 = 2;
@@ -507,7 +507,7 @@ impl IoState {
             // deferred cancellation looks again soon (`cancel::recheck`).
             match cancellable.then(|| crate::task::cancel::recheck_in(task, deadline)) {
                 Some(Some(soon)) if Some(soon) != deadline => {
-                    crate::runtime::timer::park_until(task, Some(soon), on);
+                    crate::runtime::time::timer::park_until(task, Some(soon), on);
                 }
                 _ => park_covered(task, deadline, on),
             }

@@ -126,11 +126,11 @@ use super::reactor::Reactor;
 use super::readiness::TimedOut;
 use super::uring_recv::{self, Pool, BUF_COUNT, BUF_GROUP, REC_TAG};
 use crate::runtime::context;
-use crate::runtime::processer_shared::ProcesserShared;
+use crate::runtime::processer::shared::ProcesserShared;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::{self, Runnable, TaskHeader, TaskRef};
-use crate::runtime::timer::park_until;
-use crate::runtime::wait::WaitOn;
+use crate::runtime::time::timer::park_until;
 use crate::task::cancel;
 
 /// Submission queue entries per ring. A full queue is submitted at once

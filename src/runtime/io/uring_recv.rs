@@ -85,12 +85,12 @@ use io_uring::{cqueue, opcode, types};
 
 use super::uring::{Ring, CANCEL_DATA};
 use crate::runtime::context;
-use crate::runtime::lock::Mutex;
-use crate::runtime::processer_shared::ProcesserShared;
+use crate::runtime::processer::shared::ProcesserShared;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::{self, Runnable, TaskRef};
-use crate::runtime::timer::park_until;
-use crate::runtime::wait::WaitOn;
+use crate::runtime::time::timer::park_until;
+use crate::sys::lock::Mutex;
 use crate::task::cancel;
 
 /// Bytes per provided buffer.
