@@ -71,7 +71,7 @@ import subprocess
 import sys
 
 # The functions a task switches out through: to its Processer loop, or
-# straight into the next task (the direct switch, `runtime/direct.rs`).
+# straight into the next task (the direct switch, `runtime/processer/direct.rs`).
 SWITCH_DEFAULT = (
     "gofer::coroutine::switch::suspend",
     "gofer::coroutine::switch::switch_direct",

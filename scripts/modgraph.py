@@ -21,8 +21,18 @@ entries of `src/` in the order they are listed, bottom layer first
 (`lib.rs`, the crate root, is left out: it re-exports every layer). Entries
 on one line (`io/ net/`) share a layer.
 
-Exits 1 if an import goes up the layer order or a cycle spans two folders,
-0 otherwise. Standard library only:
+- the files missing from their folder's table: every folder's `mod.rs`
+  opens with a table of its files and subfolders, and ARCHITECTURE.md's
+  tree names every entry of `src/` and of `src/runtime/`; a file or folder
+  that none of them names is listed.
+
+One upward import is allowed, by name, with its reason (`ALLOWED_UP`): the
+runtime's call that keeps the hooked symbols linked. It is printed apart,
+and left out of the folder graph and its cycles.
+
+Exits 1 if an import goes up the layer order (other than the allowed one),
+a cycle spans two folders, or a file is missing from its table; 0
+otherwise. Standard library only:
 
     python3 scripts/modgraph.py            # the report
     python3 scripts/modgraph.py --edges    # also every file-level import
@@ -234,6 +244,51 @@ def inline_modules(code):
     return out
 
 
+# Imports up the layer order that are there on purpose: (from file, to
+# file) -> why. Each is printed under its own heading, never silently.
+ALLOWED_UP = {
+    ("runtime/scheduler.rs", "hooks/mod.rs"): (
+        "the link anchor of the hooks: building a scheduler calls hooks::keep(), "
+        "so that every program that runs tasks links the hooked symbols (the "
+        "linker drops archive members nothing references, and no layer below "
+        "the hooks may name them otherwise)"
+    ),
+}
+
+
+def missing_from_tables():
+    """Files and folders that their folder's table (or ARCHITECTURE's tree) omits."""
+    out = []
+    for d in sorted(p for p in SRC.rglob("*") if p.is_dir()):
+        m = d / "mod.rs"
+        if not m.exists():
+            out.append(f"{d.relative_to(SRC)}/: no mod.rs")
+            continue
+        # The table may be module docs (`//!`) or, in a public module whose
+        # docs users read, a plain comment (`//`) after them.
+        docs = "\n".join(l for l in m.read_text().splitlines() if l.startswith("//"))
+        for c in sorted(d.iterdir()):
+            if c.name == "mod.rs":
+                continue
+            name = c.name + "/" if c.is_dir() else c.name
+            if c.suffix != ".rs" and not c.is_dir():
+                continue
+            stem = c.name[:-3] if c.suffix == ".rs" else c.name
+            if f"`{name}" not in docs and f"`{stem}`" not in docs:
+                out.append(f"{c.relative_to(SRC)}: not in {m.relative_to(SRC)}'s table")
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    tree = re.search(r"## The tree\s*```text\n(.*?)```", text, re.S)
+    words = set(tree.group(1).split()) if tree else set()
+    for base in (SRC, SRC / "runtime"):
+        for c in sorted(base.iterdir()):
+            if c.name in ("mod.rs", "lib.rs"):
+                continue
+            name = c.name + "/" if c.is_dir() else c.name
+            if name not in words:
+                out.append(f"{c.relative_to(SRC)}: not in ARCHITECTURE.md's tree")
+    return out
+
+
 def read_layers():
     text = (ROOT / "ARCHITECTURE.md").read_text()
     m = re.search(r"## The tree\s*```text\n(.*?)```", text, re.S)
@@ -305,13 +360,16 @@ def main():
 
     file_edges = defaultdict(set)
     unit_edges = defaultdict(lambda: defaultdict(set))  # from -> to -> files
+    allowed_edges = set()  # (from file, to file) pairs of ALLOWED_UP that occur
     for f, targets in imports.items():
         for t in targets:
             tf = crate.modules[t]
             file_edges[rel(f)].add(rel(tf))
             a, b = unit_of(module_path(f)), unit_of(list(t))
-            if a != b:
+            if a != b and (rel(f), rel(tf)) not in ALLOWED_UP:
                 unit_edges[a][b].add(rel(f))
+            elif a != b:
+                allowed_edges.add((rel(f), rel(tf)))
 
     print("== folder graph (an arrow: imports from)")
     for a in sorted(unit_edges):
@@ -357,7 +415,20 @@ def main():
                 ups += 1
     if not ups:
         print("  none")
+    print("\n== allowed upward imports (ALLOWED_UP)")
+    for f, t in sorted(allowed_edges):
+        print(f"  {f} -> {t}: {ALLOWED_UP[(f, t)]}")
+    if not allowed_edges:
+        print("  none")
     bad = bad or ups > 0
+
+    print("\n== files missing from their folder's table")
+    missing = missing_from_tables()
+    for m in missing:
+        print("  " + m)
+    if not missing:
+        print("  none")
+    bad = bad or bool(missing)
 
     if args.edges:
         print("\n== file imports")

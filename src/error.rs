@@ -2,11 +2,24 @@
 //!
 //! Every error here has a `Display` that a user can act on without reading
 //! the source: it names the setting or resource and says what would be
-//! accepted instead.
+//! accepted instead. A bound that a message quotes and no lower layer owns
+//! ([`MAX_THREADS_LIMIT`]) is defined here, so that the errors sit below
+//! everything that reports them.
 
 use std::any::Any;
 use std::fmt;
 use std::time::Duration;
+
+/// The most Processer threads one scheduler accepts: the upper bound of
+/// `min_threads` and `max_threads`, and of `GOFER_THREADS` and
+/// `GOFER_MAX_THREADS`.
+///
+/// A fixed bound, so that a typo cannot start tens of thousands of threads.
+/// Each Processer thread costs a 2 MiB stack reservation (RSS only for what
+/// it touches), two memory mappings for that stack and two for its signal
+/// stack, and one entry against the process's `RLIMIT_NPROC` and the
+/// system's `kernel.threads-max`; it holds no file descriptor.
+pub const MAX_THREADS_LIMIT: usize = 4096;
 
 /// A [`SchedulerBuilder`](crate::SchedulerBuilder) setting, or an environment
 /// variable feeding the default scheduler, is out of range.
@@ -42,7 +55,7 @@ pub enum ConfigError {
     /// The thread name given to the builder contains a NUL byte.
     Name(String),
     /// `min_threads`, `max_threads` or `blocking_threads` is above
-    /// [`MAX_THREADS_LIMIT`](crate::MAX_THREADS_LIMIT), or
+    /// [`MAX_THREADS_LIMIT`](MAX_THREADS_LIMIT), or
     /// `blocking_threads` is 0. (A `max_threads` of 0 is below every
     /// `min_threads`, and reported as [`MaxBelowMin`](Self::MaxBelowMin).)
     ThreadCount {
@@ -132,7 +145,7 @@ impl fmt::Display for ConfigError {
                 "max_threads ({max}) is below min_threads ({min}); max_threads accepts \
                  {min} to {limit} (at least min_threads), and min_threads accepts 0 to {limit} \
                  (a min_threads of 0 stands for the number of CPUs)",
-                limit = crate::MAX_THREADS_LIMIT
+                limit = MAX_THREADS_LIMIT
             ),
             ConfigError::StackSize { requested } => write!(
                 f,
@@ -231,7 +244,7 @@ impl std::error::Error for ConfigError {}
 
 /// What a thread-count builder setting accepts, as text.
 fn threads_accepted(setting: &str) -> String {
-    let limit = crate::MAX_THREADS_LIMIT;
+    let limit = MAX_THREADS_LIMIT;
     if setting == "max_threads" {
         format!("max_threads accepts 1 to {limit}, and not below min_threads")
     } else if setting == "blocking_threads" {
@@ -243,7 +256,7 @@ fn threads_accepted(setting: &str) -> String {
 
 /// What a thread-count environment variable accepts, as text.
 fn env_accepts(var: &str) -> String {
-    let limit = crate::MAX_THREADS_LIMIT;
+    let limit = MAX_THREADS_LIMIT;
     if var == "GOFER_MAX_THREADS" {
         format!("{var} accepts 1 to {limit}, and not below min_threads")
     } else {

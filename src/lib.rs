@@ -128,16 +128,16 @@ pub use runtime::config::{
 };
 pub use runtime::scheduler::Scheduler;
 pub use runtime::stats::{ProcesserStats, Stats};
+pub use runtime::task::park::{
+    current, current_id, current_name, is_coroutine, park, park_timeout, yield_now, Task,
+};
 pub use runtime::task::TaskId;
+pub use runtime::time::sleep::{sleep, sleep_until};
 pub use task::builder::{spawn, Builder};
 pub use task::cancel_token::CancelToken;
 pub use task::future::block_on_future;
 pub use task::join::JoinHandle;
 pub use task::locals::LocalKey;
-pub use task::park::{
-    current, current_id, current_name, is_coroutine, park, park_timeout, yield_now, Task,
-};
 pub use task::scope::{scope, Scope, ScopedJoinHandle};
 pub use task::unblock::unblock;
-pub use time::sleep::{sleep, sleep_until};
 pub use time::timer;

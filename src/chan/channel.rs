@@ -68,8 +68,8 @@
 //! disconnected. When the last receiver goes, the buffered values are
 //! dropped too (outside the lock): nobody can receive them any more.
 
+use crate::runtime::task::cancel;
 use crate::runtime::task::wait::WaitOn;
-use crate::task::cancel;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

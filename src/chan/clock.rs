@@ -13,7 +13,7 @@
 //!
 //! A receiver that has to wait for the deadline waits like any timed
 //! operation: a task parks on gofer's timers (the entry lives on its
-//! Processer's timer queue and wakes it on time, see `runtime/timer.rs`), a
+//! Processer's timer queue and wakes it on time, see `runtime/time/timer.rs`), a
 //! thread sleeps in `park_timeout`, and a `recv_async` future arms a timer
 //! entry that wakes its waker. It then looks again, and takes the message
 //! if another receiver did not take it first.

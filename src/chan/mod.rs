@@ -108,6 +108,25 @@
 //! it owns (`future.rs`). A timer channel is a channel without senders whose
 //! messages a clock makes on demand (`clock.rs`).
 
+// The files of this module (for contributors; the docs above are for users):
+//
+// | file | what it is |
+// |---|---|
+// | `channel.rs` | the channel itself, shared by its senders and receivers |
+// | `sender.rs` | `Sender`, the sending half |
+// | `receiver.rs` | `Receiver`, the receiving half |
+// | `error.rs` | the errors of channel operations |
+// | `iter.rs` | iterators over a `Receiver` |
+// | `future.rs` | channel operations as futures (`RecvFut`, `SendFut`) |
+// | `clock.rs` | timer channels: `after`, `at`, `tick`, `never` |
+// | `waiter.rs` | how a blocked operation waits; the selection state machine |
+// | `selector.rs` | the selection algorithm behind `select!` and `Select` |
+// | `select.rs` | the `select!` macro |
+// | `select_dyn.rs` | `Select`, a selection over operations known at run time |
+// | `lock.rs` | the small spinlock around one channel's state |
+// | `rng.rs` | a per-thread xorshift generator for `select!`'s fair arm order |
+// Where the runtime keeps the machinery under these (parking, cancellation,
+
 mod channel;
 mod clock;
 mod error;
@@ -138,4 +157,21 @@ pub use sender::Sender;
 #[doc(hidden)]
 pub mod __private {
     pub use super::selector::{select, ArmRef, Mode, RecvArm, SendArm};
+
+    /// What a `cancelled(token)` arm of [`select!`](crate::select) waits on:
+    /// a channel that disconnects when the token is cancelled. The task
+    /// layer's `CancelToken` implements it, so the channel layer needs no
+    /// knowledge of tokens (and a value of any other type in that arm does
+    /// not compile).
+    pub trait CancelSource {
+        /// The channel that disconnects on cancellation.
+        fn cancel_channel(&self) -> &super::Receiver<core::convert::Infallible>;
+    }
+
+    /// `cancelled(&token)` as well as `cancelled(token)`.
+    impl<T: CancelSource + ?Sized> CancelSource for &T {
+        fn cancel_channel(&self) -> &super::Receiver<core::convert::Infallible> {
+            (**self).cancel_channel()
+        }
+    }
 }

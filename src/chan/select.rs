@@ -151,7 +151,7 @@ macro_rules! __gofer_select {
             ($($decl)* let mut __out = ::core::option::Option::None;)
             ($($setup)*
                 let __token = &$t;
-                let __chan = $crate::task::CancelToken::done(__token);
+                let __chan = $crate::chan::__private::CancelSource::cancel_channel(__token);
                 let mut __arm = $crate::chan::__private::RecvArm::new(__chan);)
             ($($arms)* [$idx __arm __out (_) $body])
             ($($default)*)

@@ -324,7 +324,7 @@ impl<'a> Select<'a> {
     fn run(&mut self, mode: Mode) -> Option<SelectedOperation<'_>> {
         if self.live == 0 {
             if let Mode::Deadline(d) = mode {
-                crate::time::sleep::sleep_until(d);
+                crate::runtime::time::sleep::sleep_until(d);
             }
             return None;
         }

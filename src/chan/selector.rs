@@ -27,7 +27,7 @@
 //!    deadline of its next message when it registers (no peer announces
 //!    it): the park ends at the earliest of those too, and the select
 //!    starts over at step 1, where that arm now completes. A cancelled task
-//!    (`task/cancel.rs`) gives up the same way, and unwinds after step 6,
+//!    (`runtime/task/cancel.rs`) gives up the same way, and unwinds after step 6,
 //!    with nothing of the select linked anywhere.
 //! 6. Unregister from every channel the waiter was registered on (each under
 //!    its lock), then report the arm. A `Select` send arm was only told that
@@ -325,9 +325,11 @@ pub fn select<const N: usize>(mut arms: [ArmRef<'_>; N], mode: Mode) -> Option<u
     if N == 0 {
         match mode {
             Mode::Now => {}
-            Mode::Deadline(d) => crate::time::sleep::sleep_until(d),
+            Mode::Deadline(d) => crate::runtime::time::sleep::sleep_until(d),
             Mode::Block => loop {
-                crate::task::park::park_on(crate::runtime::task::wait::WaitOn::ChanSelect(0));
+                crate::runtime::task::park::park_on(
+                    crate::runtime::task::wait::WaitOn::ChanSelect(0),
+                );
             },
         }
         return None;
@@ -409,8 +411,10 @@ pub(crate) fn select_arms<A: Arms + ?Sized>(
             // An arm became ready while registering: try them all again.
             Outcome::Aborted if ready => {}
             Outcome::Aborted => match mode {
-                // Cancelled (`task/cancel.rs`): nothing is linked any more.
-                _ if crate::task::cancel::interrupted() => crate::task::cancel::unwind(),
+                // Cancelled (`runtime/task/cancel.rs`): nothing is linked any more.
+                _ if crate::runtime::task::cancel::interrupted() => {
+                    crate::runtime::task::cancel::unwind()
+                }
                 // Nothing was ready while we were registered everywhere (a
                 // non-blocking select), or the deadline passed.
                 Mode::Now => return None,

@@ -301,7 +301,7 @@ impl Waiter {
                 Check::Waiting => unreachable!("a waiter that failed to abort was claimed"),
                 Check::Claimed => {
                     if backoff.is_completed() {
-                        crate::task::park::yield_now();
+                        crate::runtime::task::park::yield_now();
                     } else {
                         backoff.snooze();
                     }
@@ -343,7 +343,7 @@ impl Waiter {
 
     /// Parks the waiting task (or thread) once; may return spuriously.
     ///
-    /// The same as [`crate::task::park::park`], but for a coroutine it uses the
+    /// The same as [`crate::runtime::task::park::park`], but for a coroutine it uses the
     /// header pointer the waiter already holds instead of looking the task
     /// up again, and it is inlined into the blocking call. Keeping the call
     /// chain between the user's code and the context switch short matters:
@@ -359,7 +359,7 @@ impl Waiter {
         // `new` on this task, which is still running), so it is alive.
         let header = unsafe { &*self.task };
         // As in `park::park`: consume a pending token, else switch out; the
-        // Processer completes the park state machine (runtime/park_state.rs).
+        // Processer completes the park state machine (runtime/task/park_state.rs).
         if !crate::runtime::task::take_token(header) {
             // SAFETY: `header` is the running task's (see above).
             unsafe { crate::runtime::task::suspend_parked(header, self.on, None) };
@@ -375,7 +375,7 @@ impl Waiter {
     }
 
     /// [`wait`](Self::wait) that also gives up, as at a deadline, when the
-    /// task is cancelled (`task/cancel.rs`): `Aborted` then means "deadline
+    /// task is cancelled (`runtime/task/cancel.rs`): `Aborted` then means "deadline
     /// passed or cancelled", and the caller unlinks its nodes and calls
     /// `cancel::checkpoint`, which unwinds.
     #[inline(always)]
@@ -386,7 +386,7 @@ impl Waiter {
     #[inline(always)]
     fn wait_as(&self, deadline: Option<Instant>, cancellable: bool) -> Outcome {
         // The running task's header, when the wait observes cancellation
-        // (`task/cancel.rs`; a thread waiter has none).
+        // (`runtime/task/cancel.rs`; a thread waiter has none).
         // SAFETY: `task` is the running task's header (see `park`).
         let cancel_by = (cancellable && !self.task.is_null()).then(|| unsafe { &*self.task });
         let backoff = Backoff::new();
@@ -405,7 +405,7 @@ impl Waiter {
                     // it is a `Select` send that reserved us and waits for
                     // its user to hand over the value).
                     if backoff.is_completed() {
-                        crate::task::park::yield_now();
+                        crate::runtime::task::park::yield_now();
                     } else {
                         backoff.spin();
                     }
@@ -414,7 +414,7 @@ impl Waiter {
                 RETRY => return Outcome::Retry,
                 // Cancelled: take the operation back unless a peer claimed
                 // it first (then wait for DONE: its value is not lost).
-                _ if cancel_by.is_some_and(crate::task::cancel::interrupted_in) => {
+                _ if cancel_by.is_some_and(crate::runtime::task::cancel::interrupted_in) => {
                     if self.try_abort() {
                         return Outcome::Aborted;
                     }
@@ -429,12 +429,12 @@ impl Waiter {
                     // A deferred cancellation parks with a short deadline
                     // (`cancel::recheck`).
                     let until = match cancel_by {
-                        Some(h) => crate::task::cancel::recheck_in(h, deadline),
+                        Some(h) => crate::runtime::task::cancel::recheck_in(h, deadline),
                         None => deadline,
                     };
                     match until {
                         None => self.park(),
-                        Some(d) => crate::task::park::park_deadline_on(d, self.on),
+                        Some(d) => crate::runtime::task::park::park_deadline_on(d, self.on),
                     }
                 }
             }

@@ -12,7 +12,7 @@
 //! an unwind would leave its count on the thread for the next task to see:
 //! a healthy neighbour would answer `panicking()` true and poison every
 //! std lock it releases. The runtime keeps the count the task's own by
-//! moving it with carriers (`runtime/unwind_bank.rs` says when).
+//! moving it with carriers (`runtime/task/unwind_bank.rs` says when).
 //!
 //! A carrier is a tiny coroutine suspended in the middle of an unwind of
 //! its own: [`Carrier::start`] runs it until its unwind has begun (which

@@ -10,8 +10,8 @@
 //! - [`switch`]: entering and leaving a coroutine with the `context` crate;
 //! - [`registry`]: the live fiber stacks by address, for the overflow
 //!   handler, the panic hook and the dense-stack check;
-//! - [`overflow`]: the SIGSEGV/SIGBUS handler that reports a guard-page hit,
-//!   and fatal exits;
+//! - [`overflow`]: the SIGSEGV/SIGBUS handler that reports a guard-page hit
+//!   (fatal exits are the machine layer's, `sys/fatal.rs`);
 //! - [`panic_hook`]: running a task's panic hook on a stack big enough for
 //!   it;
 //! - [`carrier`]: moving one unit of std's per-thread panic count off a

@@ -31,7 +31,7 @@
 //! Processer loop in between ([`switch_direct`]): `resume_ontop` jumps to
 //! the next task's context and runs [`file_on_top`] on *its* stack first,
 //! which hands the suspending task's freshly saved context to the runtime
-//! (`runtime/direct.rs` files it), then returns into the next task with the
+//! (`runtime/processer/direct.rs` files it), then returns into the next task with the
 //! Processer's context in the transfer, as if the loop had resumed it:
 //!
 //! ```text
@@ -233,6 +233,6 @@ extern "C" fn file_on_top(t: Transfer) -> Transfer {
         crate::sys::fatal::fatal("a panic escaped the filing of a task at a direct switch");
     }
     // Data 0: an even word, as every resume passes (a dump's walk frame on
-    // top of the next task returns it to the task's switch; `debug/walk.rs`).
+    // top of the next task returns it to the task's switch; `runtime/dump/walk.rs`).
     Transfer::new(proc, 0)
 }

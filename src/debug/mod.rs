@@ -41,6 +41,13 @@
 //! live tasks that a spawn fills without a lock (`ARCHITECTURE.md`, "Task
 //! dumps").
 
+// The files of this module (for contributors; the docs above are for users):
+//
+// | file | what it is |
+// |---|---|
+// | `signal.rs` | `install_signal_dump`: a dump printed on a signal, by a thread of its own |
+// Where the runtime keeps the machinery under these (parking, cancellation,
+
 mod signal;
 
 pub use crate::runtime::dump::blocked_call::BACKTRACE_SIGNAL_OFFSET;
@@ -63,7 +70,7 @@ pub fn dump() -> Dump {
 impl Scheduler {
     /// A dump of every live task of this scheduler; see [`debug::dump`].
     ///
-    /// [`debug::dump`]: crate::runtime::dump
+    /// [`debug::dump`]: crate::debug::dump
     pub fn dump(&self) -> Dump {
         Dump::take(std::slice::from_ref(self.shared()))
     }

@@ -137,6 +137,19 @@
 //! with a stack of its own. Outside a task the same calls block the thread,
 //! as they do for any thread.
 
+// The files of this module (for contributors; the docs above are for users):
+//
+// | file | what it is |
+// |---|---|
+// | `builder.rs` | `Builder`: fibers and generators with options |
+// | `handle.rs` | `Fiber`, the resumer's handle, and `FiberResult` |
+// | `yielder.rs` | `Yielder`, the fiber's side, and the first frame of every fiber stack |
+// | `protocol.rs` | what travels between a fiber and its resumer at each switch |
+// | `generator.rs` | `Generator`: a fiber seen as an iterator |
+// | `scoped.rs` | fibers and generators whose closure borrows |
+// | `pool.rs` | where fiber stacks come from and go back to |
+// Where the runtime keeps the machinery under these (parking, cancellation,
+
 mod builder;
 mod generator;
 mod handle;

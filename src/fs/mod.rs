@@ -33,6 +33,17 @@
 //! (`preadv2` with `RWF_NOWAIT`) and make no hand-off when it holds some:
 //! they may then return fewer bytes than asked, as `read(2)` may.
 
+// The files of this module (for contributors; the docs above are for users):
+//
+// | file | what it is |
+// |---|---|
+// | `file.rs` | `File`: every call made on the blocking pool |
+// | `open_options.rs` | `OpenOptions`, with `open` made on the blocking pool |
+// | `ops.rs` | the free functions, one hand-off each |
+// | `read_dir.rs` | `ReadDir`: a directory's entries, read ahead in one hand-off |
+// | `nowait.rs` | reads answered from the page cache in place (`RWF_NOWAIT`), per file system |
+// Where the runtime keeps the machinery under these (parking, cancellation,
+
 mod file;
 pub(crate) mod nowait;
 mod open_options;

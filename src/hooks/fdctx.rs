@@ -95,6 +95,13 @@ pub(crate) struct FdCtx {
 
 static TABLE: [AtomicPtr<FdCtx>; CHUNKS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
 
+/// The registration the hooks made for `fd` (a task waited on it through a
+/// hooked call), for the reactor's shared lookup
+/// (`runtime/io/reactor.rs`, `shared_registration`).
+fn registration_of(fd: std::os::fd::RawFd) -> Option<Arc<Registration>> {
+    get(fd)?.current_registration()
+}
+
 /// The bookkeeping of `fd`, or `None` for a descriptor out of range (or
 /// when a chunk cannot be mapped).
 pub(crate) fn get(fd: c_int) -> Option<&'static FdCtx> {
@@ -315,6 +322,9 @@ impl FdCtx {
         if let Some(r) = reg.as_ref() {
             return Ok(Some(r.clone()));
         }
+        // Before the first registration exists: a `gofer::net` socket made
+        // from this descriptor finds it through the reactor's lookup.
+        crate::runtime::io::reactor::set_shared_lookup(registration_of);
         let made = Registration::for_current_task(fd)?.map(Arc::new);
         reg.clone_from(&made);
         Ok(made)

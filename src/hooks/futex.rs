@@ -7,7 +7,7 @@
 //!
 //! A task's `FUTEX_WAIT` does not reach the kernel: the task is queued in
 //! [`TABLE`], a fixed array of buckets hashed by the futex word's address,
-//! and parks. Each bucket is a runtime lock (`runtime/lock.rs`, which waits
+//! and parks. Each bucket is a runtime lock (`sys/lock.rs`, which waits
 //! in the kernel itself, never here) around an intrusive list of
 //! [`Waiter`] nodes that live on the waiting tasks' stacks. The protocol is
 //! the kernel's own:
@@ -85,11 +85,11 @@ use libc::{c_int, c_long, timespec};
 use super::guard::{guarded, may_wait, set_errno};
 use super::owned;
 use crate::runtime::context;
+use crate::runtime::task::park;
 use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::TaskRef;
 use crate::sys::lock::Mutex;
 use crate::sys::real;
-use crate::task::park;
 
 /// The number of buckets in [`TABLE`] (a power of two).
 const BUCKETS: usize = 256;

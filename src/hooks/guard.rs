@@ -107,7 +107,7 @@ pub(super) fn in_task() -> bool {
 ///
 /// A task in the middle of an unwind waits like any other: the loop takes
 /// its share of std's per-thread panic count off the thread while it is
-/// parked and puts it back when it resumes (`runtime/unwind_bank.rs`), so
+/// parked and puts it back when it resumes (`runtime/task/unwind_bank.rs`), so
 /// the next task of the thread neither answers `panicking()` true nor
 /// panics "while processing a panic". Blocking the thread instead would
 /// deadlock an unwinding task whose destructor waits for a lock that a

@@ -168,7 +168,7 @@
 //! runtime's own threads (Processer loops, the Dispatcher reading `/proc`)
 //! never run inside a task, so their calls pass through unchanged.
 //! The runtime's own locks and a Processer's idle sleep wait on futex words
-//! of their own, straight in the kernel (`runtime/lock.rs`): a task holding
+//! of their own, straight in the kernel (`sys/lock.rs`): a task holding
 //! or contending one is never parked by the futex hook.
 
 /// Whether this binary was built with the `hooks` feature (the hooked libc
@@ -224,23 +224,6 @@ mod symbols;
 mod syscall;
 #[cfg(feature = "hooks")]
 mod wait;
-
-/// The registration the hooks made for `fd` (a task waited on it through a
-/// hooked call), so that a `gofer::net` socket made from the same
-/// descriptor shares it: epoll takes a descriptor only once.
-pub(crate) fn registration_of(
-    fd: std::os::fd::RawFd,
-) -> Option<std::sync::Arc<crate::runtime::io::Registration>> {
-    #[cfg(feature = "hooks")]
-    {
-        fdctx::get(fd)?.current_registration()
-    }
-    #[cfg(not(feature = "hooks"))]
-    {
-        let _ = fd;
-        None
-    }
-}
 
 /// Makes sure the linker keeps the hooked symbols (called when a scheduler
 /// is built).

@@ -13,9 +13,9 @@ use crate::sys::real;
 /// Sleeps the running task for `d` (the caller checked it is in one).
 fn task_sleep(d: Duration) {
     // A hooked call never unwinds (a C frame is below): the sleep does not
-    // observe a cancellation (`task/cancel.rs`).
-    let _mask = crate::task::cancel::Mask::new();
-    crate::time::sleep::sleep(d);
+    // observe a cancellation (`runtime/task/cancel.rs`).
+    let _mask = crate::runtime::task::cancel::Mask::new();
+    crate::runtime::time::sleep::sleep(d);
 }
 
 fn ts_duration(ts: &timespec) -> Option<Duration> {

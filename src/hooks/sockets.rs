@@ -98,9 +98,9 @@ pub unsafe extern "C" fn connect(fd: c_int, a: *const sockaddr, al: socklen_t) -
                     return fail(Stop::TimedOut) as c_int;
                 }
                 {
-                    // No unwind out of a hooked call (`task/cancel.rs`).
-                    let _mask = crate::task::cancel::Mask::new();
-                    crate::time::sleep::sleep(backoff);
+                    // No unwind out of a hooked call (`runtime/task/cancel.rs`).
+                    let _mask = crate::runtime::task::cancel::Mask::new();
+                    crate::runtime::time::sleep::sleep(backoff);
                 }
                 backoff = (backoff * 2).min(UNIX_RETRY_MAX);
                 if ctx.generation_now() != gen {

@@ -37,7 +37,7 @@ pub(crate) fn spend() {
         return;
     };
     if take(task as usize) {
-        crate::task::park::yield_now();
+        crate::runtime::task::park::yield_now();
     }
 }
 

@@ -19,6 +19,14 @@
 //! sched.shutdown();
 //! ```
 
+// The files of this module (for contributors; the docs above are for users):
+//
+// | file | what it is |
+// |---|---|
+// | `source.rs` | `Source`: a non-blocking descriptor that tasks wait on through the reactor |
+// | `coop.rs` | a task's budget of IO operations that complete without waiting |
+// Where the runtime keeps the machinery under these (parking, cancellation,
+
 pub(crate) mod coop;
 pub(crate) mod source;
 

@@ -494,7 +494,7 @@ impl<T: AsFd> Source<T> {
                     // socket a task waited on, then wrapped): one
                     // descriptor, one registration, shared.
                     Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                        match crate::hooks::registration_of(fd) {
+                        match crate::runtime::io::shared_registration(fd) {
                             Some(reg) => self.reg.get_or_init(|| reg),
                             None => return Err(e),
                         }

@@ -10,16 +10,9 @@ use crate::runtime::io;
 
 /// Default cap on Processer threads when `max_threads` is not set.
 pub const DEFAULT_MAX_THREADS: usize = 64;
-/// The most Processer threads one scheduler accepts: the upper bound of
-/// `min_threads` and `max_threads`, and of `GOFER_THREADS` and
-/// `GOFER_MAX_THREADS`.
-///
-/// A fixed bound, so that a typo cannot start tens of thousands of threads.
-/// Each Processer thread costs a 2 MiB stack reservation (RSS only for what
-/// it touches), two memory mappings for that stack and two for its signal
-/// stack, and one entry against the process's `RLIMIT_NPROC` and the
-/// system's `kernel.threads-max`; it holds no file descriptor.
-pub const MAX_THREADS_LIMIT: usize = 4096;
+// The bound of the thread-count settings lives with the errors that quote
+// it (`error.rs`, below this layer).
+pub use crate::error::MAX_THREADS_LIMIT;
 /// Default time a task may run without switching before its Processer is
 /// considered blocked.
 pub const DEFAULT_BLOCK_TIMEOUT: Duration = Duration::from_millis(10);
@@ -68,7 +61,7 @@ pub(crate) struct Config {
     pub(crate) block_timeout: Duration,
     pub(crate) dispatch_interval: Duration,
     pub(crate) idle_thread_timeout: Duration,
-    /// Cap on blocking-pool threads (`runtime/blocking.rs`).
+    /// Cap on blocking-pool threads (`runtime/blocking/pool.rs`).
     pub(crate) blocking_threads: usize,
     /// Idle time after which a blocking-pool thread exits.
     pub(crate) blocking_idle_timeout: Duration,

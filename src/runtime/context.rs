@@ -98,7 +98,7 @@ pub(crate) fn local_of(sched: &Shared) -> Option<*const ProcLocal> {
 }
 
 /// Enters a newly made task in its scheduler's registry of live tasks
-/// (`live.rs`): in the shard of `local` (this thread's Processer, one of
+/// (`task/live.rs`): in the shard of `local` (this thread's Processer, one of
 /// `sched`'s), else in the outside shard.
 pub(crate) fn register_live(sched: &Shared, r: &Runnable, local: Option<*const ProcLocal>) {
     match local {

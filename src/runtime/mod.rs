@@ -1,51 +1,43 @@
-//! The runtime core: schedulers, their Processers and Dispatcher, and the
-//! task header they pass around.
+//! The runtime core: schedulers, their Processers and Dispatcher, the task
+//! as the runtime sees it, timers, the blocking pool, the IO drivers, and
+//! the dumps that look inside them.
 //!
-//! | file | what it is |
+//! | file or folder | what it is |
 //! |---|---|
 //! | `scheduler.rs` | the public `Scheduler` handle, the default scheduler, `SchedulerBuilder::build`; the methods `builder`, `default_scheduler`, `name`, `stats`, `shutdown`, `shutdown_timeout` |
 //! | `config.rs` | `SchedulerBuilder`'s settings, the accepted range of each, the default scheduler's environment variables |
 //! | `stats.rs` | the counters users read (`Stats`, `ProcesserStats`) |
 //! | `shared.rs` | a scheduler's shared state: Processer table, admission, lifecycle |
-//! | `route.rs` | where a task pushed from another thread goes and whom its arrival wakes |
-//! | `idle.rs` | idle and searching counters, the sleepers stack |
-//! | `processer.rs` | the Processer loop (`ProcLocal`): pick, switch, file, gc |
-//! | `processer_queues.rs` | a Processer's own queues and next-task slot, pulls from its remote queues, hand-off at stop |
-//! | `processer_placement.rs` | binding a task to the Processer of its first run, fresh placement, pins |
-//! | `processer_timers.rs` | firing timers and polling the reactor (and the io_uring) between tasks |
-//! | `processer_search.rs` | stealing, spinning, sleeping without a lost wake-up |
-//! | `processer_shared.rs` | the half of a Processer other threads see: queues, counters, flags |
-//! | `next_slot.rs` | the next-task slot (model-checked with loom) |
-//! | `dispatcher.rs` | the Dispatcher thread: its cycle and naps |
-//! | `dispatcher_detect.rs` | cycle steps 1-2: sampling switch counters, judging suspects |
-//! | `dispatcher_rescue.rs` | cycle steps 3-5: moving queued tasks, growing threads, balancing |
-//! | `task.rs` | the task header, its id, and the `Runnable` token |
-//! | `park_state.rs` | the park state machine (model-checked with loom) |
 //! | `context.rs` | the thread-local current Processer and task; `schedule` |
-//! | `direct.rs` | the direct switch from a task to the next (protocol model-checked with loom) |
-//! | `wait.rs` | what a parked task waits on, for task dumps |
-//! | `live.rs` | the registry of live tasks that dumps read |
-//! | `cells.rs` | the per-thread cache (and process-wide depot) of task cells' memory |
-//! | `timer.rs`, `timer_heap.rs` | a deadline queue per core Processer, its indexed heap, user-timer registry |
-//! | `lock.rs` | the runtime's own locks and a Processer's sleep (with `hooks`, they bypass the hooked futex) |
-//! | `blocking.rs` | the blocking pool: threads that run `unblock` calls while their tasks park |
 //! | `fd_table.rs` | sizing the process's descriptor table at build |
-//! | `unwind_bank.rs` | panics belong to the task: its panic count leaves the thread with it |
-//! | `io/` | the IO manager: the epoll reactor (`reactor.rs`, `epoll.rs`), one socket's readiness (`readiness.rs`), the io_uring driver (`uring.rs`, `uring_recv.rs`), the choice between them (`choice.rs`) |
+//! | `processer/` | the Processer: its loop, queues, next-task slot, placement, direct switch, search and sleep |
+//! | `dispatcher/` | the Dispatcher: its cycle, detecting blocked Processers, moving their queued tasks, adding threads |
+//! | `task/` | the task header and `Runnable`, the park state machine, parking and cancellation, waits, live tasks, cell memory, the panic count a task carries |
+//! | `time/` | a deadline queue per core Processer, its heap, `sleep` |
+//! | `blocking/` | the blocking pool behind `unblock` and `gofer::fs` |
+//! | `io/` | the IO drivers: the epoll reactor, one socket's readiness, the io_uring driver, the choice between them |
+//! | `dump/` | task dumps, the walk of a parked stack, the backtrace of a blocked call, the stall report |
+//!
+//! Each folder opens with its own table and says how it talks to the
+//! others. They form one circle of imports, which is the core's shape: a
+//! task header names its scheduler (`TaskHeader::shared`, so a wake-up from
+//! any thread knows where to push), and every part of the scheduler holds
+//! tasks (queues of `Runnable`s, timer entries); ARCHITECTURE.md, "The
+//! tree", says why it is not cut.
 //!
 //! `Scheduler`'s methods live with what they do: `builder`,
 //! `default_scheduler`, `name`, `stats`, `shutdown` and `shutdown_timeout`
-//! in `scheduler.rs`; `spawn` and `block_on` in `task/spawn.rs`; `scope` in
-//! `task/scope.rs`; `shutdown_now` and `shutdown_now_timeout` in
-//! `task/cancel.rs`; `dump` in `debug/mod.rs`.
+//! in `scheduler.rs`; `shutdown_now` and `shutdown_now_timeout` in
+//! `task/cancel.rs`; `spawn` and `block_on` in `src/task/spawn.rs`; `scope`
+//! in `src/task/scope.rs`; `dump` in `src/debug/mod.rs`.
 //!
-//! The runtime reaches the layers above it mostly through interfaces it
-//! defines and they implement: the `TaskVTable` of a task's cell and the
-//! `TimerCallback` trait. A few direct imports remain, which
-//! `scripts/modgraph.py` lists: the socket waits of `io/` call
-//! `task/cancel.rs`, and the runtime calls into `debug/` (the stall report,
-//! the blocked-call backtrace) and `hooks/` (the real futex, `read` and
-//! `write`, and keeping the hooked symbols linked).
+//! The runtime reaches the layers above it through interfaces it defines
+//! and they implement: the `TaskVTable` of a task's cell, the
+//! `TimerCallback` trait, and the lookup of registrations the hooks made
+//! (`io/reactor.rs`, `shared_registration`). One call goes up, and
+//! `scripts/modgraph.py` names it: `scheduler.rs` calls `hooks::keep()` so
+//! that the linker keeps the hooked symbols in every program that builds a
+//! scheduler.
 
 pub(crate) mod blocking;
 pub(crate) mod config;

@@ -67,7 +67,7 @@ pub(crate) struct Shared {
     /// The generation of `procs`: a new value from [`TABLE_GENS`] at every
     /// change, so that a thread can keep its own copy of the table and
     /// refresh it only when it changed (Processers in `ProcLocal`, other
-    /// threads pushing tasks in `route.rs`).
+    /// threads pushing tasks in `processer/route.rs`).
     procs_gen: AtomicU64,
     /// Next Processer slot index.
     next_index: AtomicUsize,
@@ -112,12 +112,12 @@ pub(crate) struct Shared {
     /// Core Processers whose io_uring could not be set up after the build
     /// (their tasks use epoll), and the first error: told by `stats()`.
     ring_failures: Mutex<(usize, Option<String>)>,
-    /// The registry of live tasks, for task dumps (`live.rs`).
+    /// The registry of live tasks, for task dumps (`task/live.rs`).
     pub(crate) live: crate::runtime::task::live::Registry,
     /// The stall watcher's thread, if `stall_report` is on
-    /// (`debug/stall.rs`); unparked at shutdown.
+    /// (`runtime/dump/stall.rs`); unparked at shutdown.
     pub(crate) stall_watcher: OnceLock<std::thread::Thread>,
-    /// The threads that run `unblock` calls (`blocking.rs`); joined at
+    /// The threads that run `unblock` calls (`blocking/pool.rs`); joined at
     /// shutdown, after the Processers.
     pub(crate) blocking: BlockingPool,
 }
@@ -306,7 +306,7 @@ impl Shared {
     /// The table's generation: it changes whenever the table does. Relaxed:
     /// a reader that sees an old value keeps an older table a little longer,
     /// as if it had taken its snapshot a moment earlier. Thieves use it as a
-    /// list of victims; pushers (`route.rs`) route with it, where a retired
+    /// list of victims; pushers (`processer/route.rs`) route with it, where a retired
     /// target is re-routed and a Processer missing from it is only not
     /// chosen yet.
     pub(crate) fn processers_gen(&self) -> u64 {
@@ -361,7 +361,7 @@ impl Shared {
                 crate::runtime::processer::shared::bind_thread(&p2);
                 crate::runtime::processer::shared::tight_timer_slack();
                 // Room for the blocked-call backtrace handler to walk on
-                // (`debug/blocked_call.rs`), for the thread's life.
+                // (`runtime/dump/blocked_call.rs`), for the thread's life.
                 let alt = crate::runtime::dump::blocked_call::AltStack::install();
                 let local = ProcLocal::new(p2.clone(), me.clone(), worker);
                 local.run(None);

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::mutex::{MutexGuard, RawMutex};
 use super::waitqueue::{WaitOptions, WaitQueue, Wakes};
-use crate::task::cancel;
+use crate::runtime::task::cancel;
 
 /// The wait-queue token: "you were notified".
 const NOTIFIED: usize = 1;
@@ -120,7 +120,7 @@ impl Condvar {
         // Link first, then unlock the mutex (module docs). The guard stays
         // borrowed, so its holder cannot touch the data while unlocked.
         // The mutex is locked again on the way out, an unwind from the wait
-        // included (a cancelled task, `task/cancel.rs`): the guard's holder
+        // included (a cancelled task, `runtime/task/cancel.rs`): the guard's holder
         // unlocks it.
         let relock = Relock(raw);
         let r = self

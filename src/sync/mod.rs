@@ -14,6 +14,20 @@
 //! task that runs on that same thread, it can never run again to release
 //! the lock.
 
+// The files of this module (for contributors; the docs above are for users):
+//
+// | file | what it is |
+// |---|---|
+// | `waitqueue.rs` | the wait queue every primitive here parks on |
+// | `mutex.rs` | `Mutex` |
+// | `rwlock.rs` | `RwLock` |
+// | `condvar.rs` | `Condvar` |
+// | `semaphore.rs` | `Semaphore` and `SemaphorePermit` |
+// | `semaphore_owned.rs` | `OwnedSemaphorePermit` |
+// | `waitgroup.rs` | `WaitGroup` |
+// | `barrier.rs` | `Barrier` |
+// Where the runtime keeps the machinery under these (parking, cancellation,
+
 mod barrier;
 mod condvar;
 mod mutex;

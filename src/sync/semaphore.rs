@@ -36,8 +36,8 @@
 //! store).
 
 use crate::error::Cancelled;
+use crate::runtime::task::park;
 use crate::runtime::task::wait::WaitOn;
-use crate::task::park;
 use crate::task::CancelToken;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //!
 //! # Shape
 //!
-//! A [`WaitQueue<T>`] is a runtime mutex (`runtime/lock.rs`) (held only for a few list
+//! A [`WaitQueue<T>`] is a runtime mutex (`sys/lock.rs`) (held only for a few list
 //! operations, never across a park) around an intrusive FIFO of [`Waiter`]
 //! nodes and a primitive's own bookkeeping `T`. Each node lives on the
 //! waiting task's stack (or the waiting thread's stack) for the duration of
@@ -51,7 +51,7 @@
 //!   would lose it. Otherwise it unlinks itself, so no later notifier can hand
 //!   anything to a waiter that has left.
 //! - **Notify vs. park.** The notifier stores the token and then unparks. An
-//!   unpark that lands before the park leaves a park token (see `runtime/park_state.rs`),
+//!   unpark that lands before the park leaves a park token (see `runtime/task/park_state.rs`),
 //!   so the park returns at once: no lost wake-up.
 //! - **Stale unparks.** A waiter may be unparked by a timer or an earlier,
 //!   finished wait; it loops on its own state and parks again.
@@ -69,8 +69,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crate::task::cancel;
-use crate::task::park::{self, Task};
+use crate::runtime::task::cancel;
+use crate::runtime::task::park::{self, Task};
 
 /// The state of a node no notifier has reached yet. Tokens are non-zero.
 const WAITING: usize = 0;
@@ -357,7 +357,7 @@ impl<'a, T> QueueGuard<'a, T> {
     /// state now that this waiter is gone; its [`Wakes`] are woken after the
     /// lock is released), and `Err(TimedOut)` is returned. The same cleanup
     /// runs if the wait unwinds. A cancelled task leaves the same way, then
-    /// unwinds from here (`task/cancel.rs`): callers keep their own state
+    /// unwinds from here (`runtime/task/cancel.rs`): callers keep their own state
     /// right on an unwind.
     pub(crate) fn wait<A, C>(
         self,
@@ -413,7 +413,7 @@ impl<'a, T> QueueGuard<'a, T> {
             if cancel::interrupted() {
                 // The task was cancelled: leave as a timed-out waiter does
                 // (a token that came first is kept, and returned), then
-                // unwind with nothing of this wait linked (`task/cancel.rs`).
+                // unwind with nothing of this wait linked (`runtime/task/cancel.rs`).
                 let r = enrolled.cancel();
                 if r.is_err() {
                     cancel::unwind();

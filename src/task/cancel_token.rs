@@ -58,8 +58,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::park::Task;
 use crate::chan::{self, Receiver, RecvTimeoutError, Sender};
+use crate::runtime::task::park::Task;
 use crate::sys::lock::Mutex;
 
 /// A cloneable cancellation flag for a group of tasks: any clone can
@@ -194,6 +194,12 @@ impl Drop for Inner {
             key = Arc::as_ptr(&p) as usize;
             parent = Arc::into_inner(p).and_then(|mut inner| inner.parent.take());
         }
+    }
+}
+
+impl chan::__private::CancelSource for CancelToken {
+    fn cancel_channel(&self) -> &Receiver<Infallible> {
+        self.done()
     }
 }
 

@@ -19,7 +19,7 @@
 //! ```
 //!
 //! No wake-up is lost: a wake that comes before the park leaves the park
-//! token, and the park returns at once (`task/park.rs`). A wake that came
+//! token, and the park returns at once (`runtime/task/park.rs`). A wake that came
 //! while the future was being polled (a future that wakes itself to yield,
 //! like `tokio::task::yield_now`) makes the task *yield* instead of
 //! re-polling at once, so that such a future cannot keep the tasks queued
@@ -34,8 +34,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
 use std::thread::Thread;
 
-use super::park;
 use crate::runtime::context;
+use crate::runtime::task::park;
 use crate::runtime::task::{self, TaskRef};
 
 /// A task's waker: waking is unparking. No allocation: the waker's data is
@@ -155,7 +155,7 @@ pub fn block_on_future<F: IntoFuture>(future: F) -> F::Output {
                 }
                 // Cancelled: the unwind drops the future (its wakers are
                 // handles, nothing points at this stack).
-                super::cancel::checkpoint();
+                crate::runtime::task::cancel::checkpoint();
                 park::park_or_yield(&task);
             }
         }

@@ -88,10 +88,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::park::Task;
 use crate::error::{contain, JoinError};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::cells;
+use crate::runtime::task::park::Task;
 use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::{Runnable, TaskHeader, TaskId, TaskRef, TaskVTable};
 
@@ -339,7 +339,7 @@ where
         };
         // A cancellation's unwind ends here too, as the cancelled error.
         let r = catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
-            if super::cancel::is_cancel_payload(p.as_ref()) {
+            if crate::runtime::task::cancel::is_cancel_payload(p.as_ref()) {
                 JoinError::cancelled()
             } else {
                 JoinError::panic(p)
@@ -366,7 +366,7 @@ where
         let f = unsafe { (*cell.f.get()).take() };
         let label = cell.head.header.label();
         // A panicking destructor must not keep the error from the joiner.
-        super::cancel::dropping_unrun(e.is_cancelled(), || {
+        crate::runtime::task::cancel::dropping_unrun(e.is_cancelled(), || {
             contain(format_args!("the closure of {label}"), move || drop(f));
         });
         cell.head.join.complete(Err(e), label);
@@ -415,7 +415,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    // Memory from the thread's cell cache (`runtime/cells.rs`), built in
+    // Memory from the thread's cell cache (`runtime/task/cells.rs`), built in
     // place field by field: moving a whole cell into place would cost a
     // `memcpy` of it on the spawn path.
     let p = cells::alloc(Layout::new::<TaskCell<F, T>>()).cast::<TaskCell<F, T>>();
@@ -490,17 +490,17 @@ impl<T> JoinHandle<T> {
         if inner.state.load(Ordering::Acquire) & DONE != 0 {
             return inner.take();
         }
-        if !inner.register(Waiter::Park(super::park::current())) {
+        if !inner.register(Waiter::Park(crate::runtime::task::park::current())) {
             // Park until DONE: park may wake spuriously, hence the loop.
             let on = WaitOn::Join(self.id().as_u64());
             while inner.state.load(Ordering::Acquire) & DONE == 0 {
                 // Cancelled: unwind. The registered waiter is a handle in
                 // the task's cell, not on this stack; `self`'s drop takes
                 // it back as the unwind passes.
-                super::cancel::checkpoint();
-                match super::cancel::recheck(None) {
-                    None => super::park::park_on(on),
-                    Some(soon) => super::park::park_deadline_on(soon, on),
+                crate::runtime::task::cancel::checkpoint();
+                match crate::runtime::task::cancel::recheck(None) {
+                    None => crate::runtime::task::park::park_on(on),
+                    Some(soon) => crate::runtime::task::park::park_deadline_on(soon, on),
                 }
             }
         }
@@ -547,7 +547,7 @@ impl<T> JoinHandle<T> {
         if inner.state.load(Ordering::Acquire) & DONE != 0 {
             return true;
         }
-        if inner.register(Waiter::Park(super::park::current())) {
+        if inner.register(Waiter::Park(crate::runtime::task::park::current())) {
             return true;
         }
         let on = WaitOn::Join(self.id().as_u64());
@@ -558,9 +558,9 @@ impl<T> JoinHandle<T> {
                 return inner.state.load(Ordering::Acquire) & DONE != 0;
             }
             // As in `join`: nothing of this wait is on the stack.
-            super::cancel::checkpoint();
-            let until = super::cancel::recheck(Some(deadline)).unwrap_or(deadline);
-            super::park::park_deadline_on(until, on);
+            crate::runtime::task::cancel::checkpoint();
+            let until = crate::runtime::task::cancel::recheck(Some(deadline)).unwrap_or(deadline);
+            crate::runtime::task::park::park_deadline_on(until, on);
         }
         true
     }
@@ -589,7 +589,7 @@ impl<T> JoinHandle<T> {
     ///
     /// [`gofer::task::is_cancelled`]: crate::task::is_cancelled
     pub fn cancel(&self) {
-        super::cancel::request(&self.task);
+        crate::runtime::task::cancel::request(&self.task);
     }
 
     /// Whether the task has finished (its result is ready for `join`).

@@ -93,20 +93,35 @@
 //! [`Scheduler::shutdown_now`]: crate::Scheduler::shutdown_now
 //! [`Semaphore::acquire_cancellable`]: crate::sync::Semaphore::acquire_cancellable
 
+// The files of this module (for contributors; the docs above are for users):
+//
+// | file | what it is |
+// |---|---|
+// | `spawn.rs` | the one path from a closure to a queued task; `Scheduler::spawn`, `block_on` |
+// | `builder.rs` | `Builder` and the `go!` macro |
+// | `join.rs` | `JoinHandle` and the task's cell (closure, result slot, join state) |
+// | `scope.rs` | scoped tasks: `scope`, `Scope`, `ScopedJoinHandle` |
+// | `locals.rs` | coroutine-local storage (`LocalKey`) |
+// | `future.rs` | `block_on_future` and the waker that unparks a task |
+// | `unblock.rs` | `unblock`: a blocking call on the pool while the task parks |
+// | `cancel_token.rs` | `CancelToken`: a flag that tells a group of tasks to stop (built on `chan`) |
+// | `done.rs` | `with_done`: a task's end as a channel |
+// | `joinset.rs` | `JoinSet`: tasks joined in the order they finish (built on `chan`) |
+// Where the runtime keeps the machinery under these (parking, cancellation,
+// the task header), see `runtime/task/`.
+
 pub(crate) mod builder;
-pub(crate) mod cancel;
 pub(crate) mod cancel_token;
 pub(crate) mod done;
 pub(crate) mod future;
 pub(crate) mod join;
 pub(crate) mod joinset;
 pub(crate) mod locals;
-pub(crate) mod park;
 pub(crate) mod scope;
 pub(crate) mod spawn;
 pub(crate) mod unblock;
 
-pub use cancel::is_cancelled;
+pub use crate::runtime::task::cancel::is_cancelled;
 pub use cancel_token::{CancelToken, DropGuard};
 pub use done::with_done;
 pub use joinset::JoinSet;

@@ -53,12 +53,12 @@ use std::sync::Arc;
 
 use super::builder::Builder;
 use super::join::JoinHandle;
-use super::park::{self, Task};
 use super::spawn::spawn_on;
 use crate::error::OrPanic;
 use crate::error::{contain, JoinError, SpawnError};
 use crate::runtime::scheduler::{current_or_default_shared, Scheduler};
 use crate::runtime::shared::Shared;
+use crate::runtime::task::park::{self, Task};
 use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::TaskId;
 
@@ -162,7 +162,7 @@ where
     let result = catch_unwind(AssertUnwindSafe(|| f(&scope)));
     // Acquire: pairs with each task's Release decrement, so that what the
     // tasks did (their panic counts included) is visible once it is zero.
-    // Not a cancellable wait (`task/cancel.rs`): the tasks borrow from
+    // Not a cancellable wait (`runtime/task/cancel.rs`): the tasks borrow from
     // this frame, so the owner waits for them even when it is cancelled,
     // and unwinds after (re-raising the unwind it caught from `f`).
     while scope.data.running.load(Ordering::Acquire) != 0 {
@@ -423,7 +423,7 @@ where
         let packet = done.packet.as_ref().expect("the packet lives until done");
         // A cancellation is no panic: the scope does not re-raise it.
         if r.as_ref()
-            .is_err_and(|p| !super::cancel::is_cancel_payload(p.as_ref()))
+            .is_err_and(|p| !crate::runtime::task::cancel::is_cancel_payload(p.as_ref()))
         {
             // Before DONE, so a joiner that takes the panic back finds it.
             done.scope.panicked.fetch_add(1, Ordering::Relaxed);
@@ -457,7 +457,7 @@ struct Done<T> {
 
 impl<T> Drop for Done<T> {
     fn drop(&mut self) {
-        if !self.stored && !super::cancel::dropping_cancelled() {
+        if !self.stored && !crate::runtime::task::cancel::dropping_cancelled() {
             // Never ran: counted like a panic, until a join returns it.
             // Before the runtime completes the task (it drops the closure
             // first), so a joiner sees the count. A task cancelled before
@@ -522,7 +522,7 @@ impl<T> ScopedJoinHandle<'_, T> {
             // when `packet` drops, after this), so the cell is ours.
             match unsafe { packet.packet.take() } {
                 Some(Ok(v)) => return Ok(v),
-                Some(Err(p)) if super::cancel::is_cancel_payload(p.as_ref()) => {
+                Some(Err(p)) if crate::runtime::task::cancel::is_cancel_payload(p.as_ref()) => {
                     return Err(JoinError::cancelled());
                 }
                 Some(Err(p)) => {

@@ -4,7 +4,7 @@
 //! A started task stays on the thread where it first ran, so a call that
 //! blocks that thread stalls every task bound to it. `unblock` moves the
 //! *call* off the thread, never the task: the task parks, a pool thread
-//! (`runtime/blocking.rs`) makes the call, and the task resumes on its own
+//! (`runtime/blocking/pool.rs`) makes the call, and the task resumes on its own
 //! Processer with the result, as tokio's `spawn_blocking` and Go's system
 //! calls do.
 //!
@@ -60,9 +60,9 @@ use std::cell::UnsafeCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::park::{self, Task};
 use crate::runtime::blocking::pool::Job;
 use crate::runtime::context;
+use crate::runtime::task::park::{self, Task};
 use crate::runtime::task::wait::WaitOn;
 
 /// Runs `f` on a blocking-pool thread while the calling task parks, and

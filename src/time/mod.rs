@@ -1,4 +1,11 @@
-//! Time: sleeping and user timers, on the runtime's timer service.
+//! Time: user timers, on the runtime's timer service (sleeping is the
+//! runtime's own: `runtime/time/sleep.rs`).
 
-pub(crate) mod sleep;
+// The files of this module (for contributors; the docs above are for users):
+//
+// | file | what it is |
+// |---|---|
+// | `timer.rs` | user timers: `after`, `every` and their `_if_alive` forms |
+// Where the runtime keeps the machinery under these (parking, cancellation,
+
 pub mod timer;

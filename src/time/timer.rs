@@ -43,7 +43,7 @@ use crate::runtime::shared::Shared;
 use crate::runtime::time::timer::{Action, TimerCallback, TimerRef};
 use crate::task::spawn::spawn_closure;
 
-pub use super::sleep::{sleep, sleep_until};
+pub use crate::runtime::time::sleep::{sleep, sleep_until};
 
 const PENDING: u8 = 0;
 const FIRING: u8 = 1;

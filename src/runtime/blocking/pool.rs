@@ -632,7 +632,7 @@ impl Inner {
 
 #[cfg(test)]
 mod tests {
-    use crate::runtime::*;
+    use super::*;
     use std::sync::mpsc;
 
     struct Probe {

@@ -9,8 +9,8 @@
 //!
 //! | file | what it owns |
 //! |---|---|
-//! | `dispatcher_detect.rs` | steps 1-2: sampling the switch counters and judging suspects (the kernel rule, the hog rule, peers' reports) |
-//! | `dispatcher_rescue.rs` | steps 3-5: moving queued tasks off blocked Processers, starting extra threads, balancing, and covering a stuck Processer's timers and reactor |
+//! | `dispatcher/detect.rs` | steps 1-2: sampling the switch counters and judging suspects (the kernel rule, the hog rule, peers' reports) |
+//! | `dispatcher/rescue.rs` | steps 3-5: moving queued tasks off blocked Processers, starting extra threads, balancing, and covering a stuck Processer's timers and reactor |
 //!
 //! # One cycle
 //!
@@ -22,14 +22,14 @@
 //! 2. **Judge a suspect.** It is marked **blocked** when it waits in the
 //!    kernel on two samples in a row (*kernel-blocked*), or when it has
 //!    held the thread for `block_timeout` while using CPU (a *hog*); the
-//!    rules and the races they avoid are in `dispatcher_detect.rs`.
+//!    rules and the races they avoid are in `dispatcher/detect.rs`.
 //! 3. **Rescue.** Every task in a blocked Processer's new and runnable
 //!    queues (never the running one, never pinned or bound ones, which
 //!    live in separate queues) is stolen and handed round-robin to the
 //!    active Processers, least loaded first; those given tasks are woken.
 //!    Wake-ups aimed at a blocked Processer are routed elsewhere by the
 //!    scheduler. A task moved once stays put for a while (see
-//!    `dispatcher_rescue.rs`, "Moving a task again").
+//!    `dispatcher/rescue.rs`, "Moving a task again").
 //! 4. **Grow.** If every Processer is blocked and tasks are waiting, start
 //!    an extra Processer thread, never exceeding `max_threads`. Extra
 //!    threads exit after `idle_thread_timeout` without work (the Processer

@@ -534,7 +534,7 @@ impl Dispatcher {
         }
     }
 
-    /// Takes the backtrace of blocked threads (`debug/blocked_call.rs`):
+    /// Takes the backtrace of blocked threads (`runtime/dump/blocked_call.rs`):
     /// once per blocked spell, for a thread with started tasks runnable
     /// behind it, or for every blocked thread while all are blocked at
     /// `max_threads` with tasks queued. One request in flight at a time:
@@ -622,7 +622,7 @@ impl Dispatcher {
 
 #[cfg(test)]
 mod tests {
-    use crate::runtime::waits_for_address_space;
+    use super::waits_for_address_space;
 
     /// A Processer's thread seen by the Dispatcher in a hooked file read
     /// (`preadv2`, `RWF_NOWAIT`) whose copy into a fresh buffer faulted and

@@ -6,7 +6,7 @@
 //! Invariant: a rescue moves only tasks that may move (never the running
 //! one, never a pinned or bound one: those live in separate queues), and
 //! the hand-off of a Processer's next-task slot races with its owner as
-//! drawn in `processer_shared.rs`.
+//! drawn in `processer/shared.rs`.
 //!
 //! # Moving a task again
 //!
@@ -75,7 +75,7 @@ pub(in crate::runtime) fn hand_out(
 }
 
 /// Queues the tasks the Dispatcher's firing of `owner`'s overdue timers
-/// woke ("Firing a batch" in `runtime/timer.rs`):
+/// woke ("Firing a batch" in `runtime/time/timer.rs`):
 ///
 /// - tasks bound to `owner` (most sleepers: a started task stays on its
 ///   thread) go to its pinned queue in one batch, one fence for them all,

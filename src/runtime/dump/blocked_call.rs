@@ -601,7 +601,7 @@ impl Drop for AltStack {
 
 #[cfg(test)]
 mod tests {
-    use crate::debug::cut_short_by_signal;
+    use super::cut_short_by_signal;
 
     #[test]
     fn a_sleep_or_a_poll_is_never_signalled_a_futex_wait_or_a_read_is() {

@@ -2,7 +2,7 @@
 //! what it waits on and since when, where it was spawned, and for a parked
 //! task, its stack.
 //!
-//! A dump lists the scheduler's registry of live tasks (`runtime/live.rs`),
+//! A dump lists the scheduler's registry of live tasks (`runtime/task/live.rs`),
 //! holding a reference to each, then looks at each task in turn:
 //!
 //! 1. finished (waiting to be freed): left out;
@@ -298,7 +298,7 @@ impl TaskDump {
     }
 }
 
-/// A snapshot of live tasks: see [`dump`](crate::runtime::dump) and
+/// A snapshot of live tasks: see [`dump`](crate::debug::dump) and
 /// [`Scheduler::dump`](crate::Scheduler::dump).
 ///
 /// `Display` prints it for a person: tasks in the same state, waiting on

@@ -29,7 +29,7 @@
 //! walks again, so repeated dumps do not stack frames.
 //!
 //! All of this needs the right to run the task, which the dump takes from
-//! the parked state (`PARKED -> DUMPING`, `park_state.rs`): no Processer
+//! the parked state (`PARKED -> DUMPING`, `task/park_state.rs`): no Processer
 //! can resume the task meanwhile. The walk uses the free part of the task's
 //! stack below its saved registers; it is made only when at least
 //! [`HEADROOM`] bytes are free there, so it cannot reach the guard page (or a

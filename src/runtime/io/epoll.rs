@@ -166,7 +166,7 @@ impl Epoll {
 
     /// Makes a wait in progress (or the next one) return.
     ///
-    /// Pushes made under a thread-local borrow (`route.rs`, `with_table`)
+    /// Pushes made under a thread-local borrow (`processer/route.rs`, `with_table`)
     /// reach it, so nothing here may switch the task out: the eventfd is
     /// written with libc's own `write`, past the `hooks` feature's (which
     /// would pass the eventfd through anyway, but whose code can switch,

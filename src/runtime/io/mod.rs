@@ -17,7 +17,9 @@ pub(crate) mod readiness;
 pub(crate) mod uring;
 pub(crate) mod uring_recv;
 
-pub(crate) use reactor::{poll_fd, wait_once, Poller, Reactor, Registration, BUSY_POLL};
+pub(crate) use reactor::{
+    poll_fd, shared_registration, wait_once, Poller, Reactor, Registration, BUSY_POLL,
+};
 pub(crate) use readiness::Interest;
 pub(crate) use uring::{
     accept as ring_accept, connect as ring_connect, poll as ring_poll, probe as uring_probe,

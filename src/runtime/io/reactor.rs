@@ -11,7 +11,7 @@
 //! states (a few atomic operations each) and gives the role up. The tasks
 //! the events woke go to the poller's own runnable queue, in one batch (no
 //! remote push per task), and one sleeping Processer is woken to steal if
-//! there are several (the wake chain of `idle.rs` does the rest).
+//! there are several (the wake chain of `processer/idle.rs` does the rest).
 //!
 //! Busy Processers poll without waiting when nobody has polled for
 //! [`BUSY_POLL`] (looked at every 61st pick, with the new-queue check), so
@@ -262,6 +262,35 @@ impl Drop for Poller<'_> {
     }
 }
 
+/// How a descriptor registered by another owner is found: the `hooks`
+/// feature registers a std socket the first time a task waits on it
+/// (`hooks/fdctx.rs`), and a `gofer::net` socket later made from the same
+/// descriptor must share that registration (epoll takes a descriptor only
+/// once). The hooks sit above this layer, so they hand their lookup in
+/// ([`set_shared_lookup`]) before they make their first registration;
+/// [`shared_registration`] asks it. A descriptor the hooks registered was
+/// registered after the lookup was set, and the `EEXIST` that sends a
+/// socket here comes from that registration, so the lookup is always set
+/// by then (the kernel's epoll lock orders the two `epoll_ctl` calls).
+static SHARED_LOOKUP: std::sync::OnceLock<SharedLookup> = std::sync::OnceLock::new();
+
+/// Finds the registration another owner made for a descriptor.
+type SharedLookup = fn(RawFd) -> Option<Arc<Registration>>;
+
+/// Hands in the lookup of registrations made by another owner of a
+/// descriptor (see [`SHARED_LOOKUP`]). Only the first call counts.
+#[cfg(feature = "hooks")]
+pub(crate) fn set_shared_lookup(lookup: SharedLookup) {
+    if SHARED_LOOKUP.get().is_none() {
+        let _ = SHARED_LOOKUP.set(lookup);
+    }
+}
+
+/// The registration another owner made for `fd`, if any.
+pub(crate) fn shared_registration(fd: RawFd) -> Option<Arc<Registration>> {
+    SHARED_LOOKUP.get().and_then(|lookup| lookup(fd))
+}
+
 /// A socket's registration with a reactor; dropping it deregisters.
 pub(crate) struct Registration {
     state: Arc<IoState>,
@@ -311,7 +340,7 @@ impl Registration {
     }
 
     /// [`wait`](Self::wait) for gofer's own sockets: a cancelled task
-    /// unwinds from it (`task/cancel.rs`). The hooks use `wait`.
+    /// unwinds from it (`runtime/task/cancel.rs`). The hooks use `wait`.
     ///
     /// `ahead`: `deadline` was computed just now from a positive timeout (it
     /// has not passed: the wait reads no clock before it parks).

@@ -439,7 +439,7 @@ impl IoState {
     /// `interest`, or until `deadline`. May return `Ok` spuriously (callers
     /// retry their syscall). With `cancellable`, a cancelled task leaves as
     /// at its deadline and then unwinds, with its node unlinked
-    /// (`task/cancel.rs`); the hooks' waits are not cancellable (no unwind
+    /// (`runtime/task/cancel.rs`); the hooks' waits are not cancellable (no unwind
     /// may cross a C frame).
     /// `ahead`: the deadline was computed just now from a positive timeout,
     /// so it has not passed and the clock is not read before the first park.
@@ -490,7 +490,7 @@ impl IoState {
             node: ptr,
         };
         loop {
-            let cancelled = cancellable && crate::task::cancel::interrupted_in(task);
+            let cancelled = cancellable && crate::runtime::task::cancel::interrupted_in(task);
             let passed =
                 !std::mem::take(&mut skip_clock) && deadline.is_some_and(|d| Instant::now() >= d);
             if cancelled || passed {
@@ -498,14 +498,14 @@ impl IoState {
                 return if node.notified.load(Ordering::Relaxed) {
                     Ok(())
                 } else if cancelled {
-                    crate::task::cancel::unwind()
+                    crate::runtime::task::cancel::unwind()
                 } else {
                     Err(TimedOut)
                 };
             }
             // The socket's entry fires by the deadline (linked above). A
             // deferred cancellation looks again soon (`cancel::recheck`).
-            match cancellable.then(|| crate::task::cancel::recheck_in(task, deadline)) {
+            match cancellable.then(|| crate::runtime::task::cancel::recheck_in(task, deadline)) {
                 Some(Some(soon)) if Some(soon) != deadline => {
                     crate::runtime::time::timer::park_until(task, Some(soon), on);
                 }

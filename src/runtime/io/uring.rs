@@ -76,7 +76,7 @@
 //! CANCELLING, and the wait goes on until the kernel has given up the
 //! buffer. When the operation completed anyway (data came before the
 //! cancel), its result is kept: a read returns the bytes it got, and a
-//! cancelled task unwinds at its next wait (the rule of `task/cancel.rs`).
+//! cancelled task unwinds at its next wait (the rule of `runtime/task/cancel.rs`).
 //!
 //! Both sides run on one thread: the task is bound to the Processer whose
 //! ring holds its entry, and the Processer reaps only between tasks, when
@@ -128,10 +128,10 @@ use super::uring_recv::{self, Pool, BUF_COUNT, BUF_GROUP, REC_TAG};
 use crate::runtime::context;
 use crate::runtime::processer::shared::ProcesserShared;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::cancel;
 use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::{self, Runnable, TaskHeader, TaskRef};
 use crate::runtime::time::timer::park_until;
-use crate::task::cancel;
 
 /// Submission queue entries per ring. A full queue is submitted at once
 /// (`Ring::push`), so this bounds only the batch of one enter.

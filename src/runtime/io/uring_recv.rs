@@ -87,11 +87,11 @@ use super::uring::{Ring, CANCEL_DATA};
 use crate::runtime::context;
 use crate::runtime::processer::shared::ProcesserShared;
 use crate::runtime::shared::Shared;
+use crate::runtime::task::cancel;
 use crate::runtime::task::wait::WaitOn;
 use crate::runtime::task::{self, Runnable, TaskRef};
 use crate::runtime::time::timer::park_until;
 use crate::sys::lock::Mutex;
-use crate::task::cancel;
 
 /// Bytes per provided buffer.
 pub(crate) const BUF_SIZE: usize = 4096;

@@ -44,7 +44,7 @@
 //! # Who may touch what, and when
 //!
 //! A task's run state (its saved context) belongs to the holder of its
-//! `Runnable` (`task.rs`). At a direct switch the right to run N passes
+//! `Runnable` (`task/header.rs`). At a direct switch the right to run N passes
 //! from the queue to this Processer at the pick (an owner pop, which no
 //! thief can also win), and the right to run T passes from this Processer
 //! to the world at step 3's publication. Between step 1 and step 3, T's
@@ -90,7 +90,7 @@
 //!   after its context is stored. A dump may have left N's context inside
 //!   its walk frame (`in_walk`): the pick clears `in_walk` as the loop
 //!   does, and `file_on_top`'s even transfer word makes the walk frame
-//!   return into N's switch (`debug/walk.rs`).
+//!   return into N's switch (`runtime/dump/walk.rs`).
 //!
 //! # What keeps the loop in charge
 //!

@@ -3,7 +3,7 @@
 //! [`Idle`] keeps, for one scheduler:
 //!
 //! - `idle`: the Processers asleep waiting for work (their `sleeping` flag
-//!   is set; see `processer.rs` for the sleep protocol);
+//!   is set; see `processer/run.rs` for the sleep protocol);
 //! - `searching`: the Processers looking for work in other Processers'
 //!   queues (Go's spinning Ms);
 //! - `procs`: the Processers in the scheduler's table;
@@ -30,7 +30,7 @@
 //! `search_handoff` flag, so that pushers right behind see a searcher and
 //! wake nobody else. A searcher that finds work and was the last one wakes
 //! the next the same way; a searcher that finds nothing re-checks every
-//! queue before it sleeps (`processer.rs`). So a burst of work wakes
+//! queue before it sleeps (`processer/run.rs`). So a burst of work wakes
 //! sleepers one by one, as fast as each finds work, not all at once.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -76,7 +76,7 @@ pub(crate) struct Idle {
     ///
     /// The stack only finds sleepers quickly: no wake-up is lost for want of
     /// an entry. Lost wake-ups are prevented by the `sleeping` Dekker pair
-    /// and by the searchers' final re-check (`processer.rs`); a waker that
+    /// and by the searchers' final re-check (`processer/run.rs`); a waker that
     /// finds no entry (a sleeper between its steps 1 and 2) at worst leaves
     /// work queued on an awake Processer, which runs it.
     sleepers: Mutex<Vec<Arc<ProcesserShared>>>,
@@ -224,8 +224,8 @@ impl Idle {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::runtime::processer::shared::{new_processer, Kind};
-    use crate::runtime::*;
 
     fn asleep(i: usize) -> Arc<ProcesserShared> {
         let (p, _w) = new_processer(i, Kind::Core);

@@ -86,7 +86,7 @@ impl<T: Token> Drop for NextSlot<T> {
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    use crate::runtime::*;
+    use super::*;
     use loom::sync::Arc;
     use loom::thread;
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

@@ -113,7 +113,7 @@ impl ProcLocal {
     /// count, and the `catch_unwind` that ends the unwind lowers the count
     /// of whichever thread it runs on. The loop moves a task's count off the
     /// thread when it switches out and back when it resumes
-    /// (`unwind_bank.rs`), so the count follows the task; the pin keeps such
+    /// (`task/unwind_bank.rs`), so the count follows the task; the pin keeps such
     /// a task away from a loop that cannot do that (a `block_on` caller that
     /// unwinds itself), and keeps its unwind, which may have cached this
     /// thread's thread-locals in its frames, where it began. A task that

@@ -7,7 +7,7 @@
 //! user, held for an unwind) never enters the stealable runnable queue; it
 //! goes to the local pinned queue or the next-task slot. The hand-off
 //! races with thieves and the Dispatcher are drawn in
-//! `processer_shared.rs` (the slot) and `dispatcher.rs` (`steal_all`).
+//! `processer/shared.rs` (the slot) and `dispatcher/cycle.rs` (`steal_all`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -102,7 +102,7 @@ impl ProcLocal {
             if look & LOOK_TIMERS != 0 {
                 self.fire_timers();
             }
-            // Tasks pushed into the remote pinned queue (`route.rs`,
+            // Tasks pushed into the remote pinned queue (`processer/route.rs`,
             // `push_batch_to`) go to the back of the local pinned queue, in
             // turn with the rest (not ahead of it).
             if look & LOOK_REMOTE != 0 && !self.p.pinned.is_empty() {

@@ -1,7 +1,7 @@
 //! Where a runnable task goes, and whom its arrival wakes: the routing of
 //! pushes from other threads (home, sleeper, round-robin), the push into a
 //! Processer's remote queues, and the wake-up policy (Go's `wakep`). The
-//! counters and the sleepers stack it relies on are in `idle.rs`.
+//! counters and the sleepers stack it relies on are in `processer/idle.rs`.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -271,7 +271,7 @@ impl Shared {
     }
 
     /// Chooses the Processer for a task pushed from outside, and whether it
-    /// is handed a search with it (see `idle.rs`): its pin, its home, a
+    /// is handed a search with it (see `processer/idle.rs`): its pin, its home, a
     /// sleeper if nobody searches, or the next in round-robin order (an
     /// awake one, if one of the next few is).
     ///
@@ -362,7 +362,7 @@ impl Shared {
     /// Work was queued where others may take it: if some Processer sleeps
     /// and none is searching, wake one to search (Go's `wakep`). The woken
     /// Processer is counted as a searcher before it is woken, so that the
-    /// pushes right behind this one wake nobody else (see `idle.rs`).
+    /// pushes right behind this one wake nobody else (see `processer/idle.rs`).
     ///
     /// There is deliberately no fence between the caller's push and these
     /// loads (it would cost every local wake-up): a Processer going to sleep

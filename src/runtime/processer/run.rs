@@ -3,7 +3,7 @@
 //! [`ProcLocal`] is the half of a Processer only its own thread touches:
 //! the owner handle of the **runnable queue**, the local pinned queue, the
 //! **gc queue** of finished tasks, and its stack pool. The half other
-//! threads see is `ProcesserShared` (`processer_shared.rs`).
+//! threads see is `ProcesserShared` (`processer/shared.rs`).
 //!
 //! This file owns the loop itself: picking, switching into a task, filing
 //! it when it switches out (requeue, park, done), the gc queue, and the
@@ -12,21 +12,21 @@
 //!
 //! | file | what it owns |
 //! |---|---|
-//! | `processer_queues.rs` | how a task is queued here (`Push`), which queue the loop picks from, the remote queues' hand-off |
-//! | `processer_placement.rs` | binding at the first run, where a fresh task starts, the pins that keep a task on its thread |
-//! | `processer_timers.rs` | firing due timers and polling the reactor between tasks |
-//! | `processer_search.rs` | watching peers, stealing, spinning and sleeping without a lost wake-up |
+//! | `processer/queues.rs` | how a task is queued here (`Push`), which queue the loop picks from, the remote queues' hand-off |
+//! | `processer/placement.rs` | binding at the first run, where a fresh task starts, the pins that keep a task on its thread |
+//! | `processer/timers.rs` | firing due timers and polling the reactor between tasks |
+//! | `processer/search.rs` | watching peers, stealing, spinning and sleeping without a lost wake-up |
 //!
 //! # The loop (libgo's `Processer::Process`)
 //!
 //! 1. Pick the next task: every `NEW_QUEUE_INTERVAL`th pick looks at the
 //!    new and pinned queues first (so a task yielding in a loop cannot
 //!    starve arrivals); otherwise local pinned and runnable alternate, then
-//!    the new queue (`processer_queues.rs`).
+//!    the new queue (`processer/queues.rs`).
 //! 2. Switch into it: `switches += 1`, `running = true`. When it switches
 //!    out: requeue (yield), park, or move it to the gc queue (done).
 //! 3. Nothing to run: free the gc queue, then search and sleep
-//!    (`processer_search.rs`, where the no-lost-wake-up protocol is drawn).
+//!    (`processer/search.rs`, where the no-lost-wake-up protocol is drawn).
 //!
 //! Invariant: only this Processer's thread touches a `ProcLocal`; every
 //! access is through `&ProcLocal`, since a running task reaches it through
@@ -88,7 +88,7 @@ pub(crate) struct ProcLocal {
     pub(in crate::runtime) current: Cell<*const TaskHeader>,
     /// The execution right of the task switched in now. The loop puts it
     /// here when it switches into a task, a direct switch replaces it with
-    /// the next task's (`direct.rs`), and whichever task finally switches
+    /// the next task's (`processer/direct.rs`), and whichever task finally switches
     /// back to the loop is the one the loop takes out and files.
     pub(in crate::runtime) switched_in: Cell<Option<Runnable>>,
     /// A task a direct switch picked but could not switch into (its first
@@ -118,12 +118,12 @@ pub(crate) struct ProcLocal {
     /// unwind (see `pin_while_unwinding`).
     pub(crate) unwind_pinned: Cell<usize>,
     /// Whether this loop keeps each task's panic count its own
-    /// (`unwind_bank.rs`): false on a `block_on` caller that entered its
+    /// (`task/unwind_bank.rs`): false on a `block_on` caller that entered its
     /// loop while unwinding itself, whose count is no task's.
     pub(in crate::runtime) banks: Cell<bool>,
     /// Live tasks bound here at their first run (see `run_task`).
     pub(crate) bound: Cell<usize>,
-    /// This thread's shard of the registry of live tasks (`live.rs`).
+    /// This thread's shard of the registry of live tasks (`task/live.rs`).
     pub(crate) live: ManuallyDrop<ShardOwner>,
     /// A coarse clock: read at every periodic look outward (every
     /// [`NEW_QUEUE_INTERVAL`] picks), when the Processer wakes, and when a
@@ -189,7 +189,7 @@ impl ProcLocal {
         }
     }
 
-    /// A direct switch, task side (the protocol is in `direct.rs`): runs on
+    /// A direct switch, task side (the protocol is in `processer/direct.rs`): runs on
     /// the stack of the task switching out, on this Processer's thread.
     /// Picks the next task as the loop would, and if it needs nothing from
     /// the loop, switches it in (`switched_in`, `current`, the switch
@@ -211,7 +211,7 @@ impl ProcLocal {
         }
         if std::thread::panicking() {
             // The task switching out unwinds: the loop banks its panic
-            // count (`unwind_bank.rs`).
+            // count (`task/unwind_bank.rs`).
             return None;
         }
         let tick = self.tick.get().wrapping_add(1);
@@ -222,7 +222,7 @@ impl ProcLocal {
         let mut n = self.pick_local(tick)?;
         let ctx = if n.run().banked.is_some() {
             // Its panic count goes back on the thread in the loop, after the
-            // running task's has left it (`unwind_bank.rs`).
+            // running task's has left it (`task/unwind_bank.rs`).
             None
         } else {
             direct_ctx(&mut n)
@@ -352,7 +352,7 @@ impl ProcLocal {
         // inside `resume` until a task switches back.
         let (ctx, why) = unsafe { switch::resume(ctx, &mut slot as *mut EntrySlot as usize) };
         // The task that switched back: `t`, or the last of the tasks direct
-        // switches went through after it (`direct.rs`).
+        // switches went through after it (`processer/direct.rs`).
         let Some(t) = self.switched_in.take() else {
             crate::sys::fatal::fatal("a task switched back with none switched in");
         };
@@ -393,7 +393,7 @@ impl ProcLocal {
         }
         // Before the task is filed (a finished one was unpinned, as its
         // unwind, if any, ended at its root). `unwinding`: the count on
-        // this thread is the task's own (`unwind_bank.rs`).
+        // this thread is the task's own (`task/unwind_bank.rs`).
         let unwinding = std::thread::panicking();
         self.pin_while_unwinding(t.header(), unwinding);
         if unwinding || t.run().banked.is_some() {
@@ -424,7 +424,7 @@ impl ProcLocal {
 
     /// Takes the panic count of a task that switched out mid-unwind off this
     /// thread, or gives back the carriers it no longer needs
-    /// (`unwind_bank.rs`).
+    /// (`task/unwind_bank.rs`).
     #[cold]
     #[inline(never)]
     fn bank_unwind(&self, t: &mut Runnable, why: Suspend) {
@@ -463,7 +463,7 @@ impl ProcLocal {
         // that waits for the count (a shutdown) finds these gone already.
         self.sched.tasks_finished(batch.len());
         // Out of the registry of live tasks, under one lock per shard,
-        // before the Runnables go (`live.rs`).
+        // before the Runnables go (`task/live.rs`).
         live::unregister_batch(&mut batch);
         let shared = &self.sched.stacks;
         let mut local = self.stacks.borrow_mut();

@@ -5,7 +5,7 @@
 //! [`STEAL_VICTIMS`] other Processers from a random one on (half of one's
 //! runnable queue, or a batch of its new queue), unless enough Processers
 //! search already (Go's rule: fewer than half of the busy ones, see
-//! `idle.rs`). Then it sleeps: in the reactor's poll when it looks after
+//! `processer/idle.rs`). Then it sleeps: in the reactor's poll when it looks after
 //! the reactor, otherwise parked until a push or a timer wakes it.
 //!
 //! # Sleeping without lost wake-ups
@@ -59,7 +59,7 @@ use crate::runtime::time::timer::TimerQueue;
 use crate::runtime::processer::ProcLocal;
 
 /// How long a Processer stays idle before its cell cache gives back all but
-/// `cells::IDLE_KEEP` (see `runtime/cells.rs`).
+/// `cells::IDLE_KEEP` (see `runtime/task/cells.rs`).
 pub(in crate::runtime) const CELLS_IDLE: Duration = Duration::from_secs(1);
 /// Steal rounds a searching Processer makes before it sleeps.
 pub(in crate::runtime) const SPIN_ROUNDS: u32 = 32;
@@ -90,7 +90,7 @@ impl ProcLocal {
     /// count for the watch time, tell the Dispatcher, which then samples
     /// at once and at its base interval. Busy Processers thus watch each
     /// other, and the Dispatcher may sample less often while they do (see
-    /// "Peers watch each other" in `dispatcher.rs`). Two loads of the
+    /// "Peers watch each other" in `dispatcher/cycle.rs`). Two loads of the
     /// peer's line per look; the time is the coarse clock, which the
     /// periodic look has just read.
     pub(in crate::runtime) fn watch_peers(&self) {
@@ -306,7 +306,7 @@ impl ProcLocal {
             None => {
                 self.idle_since.set(Some(Instant::now()));
                 // Going idle: the cell cache gives back half of what a
-                // burst left in it (`cells.rs`)...
+                // burst left in it (`task/cells.rs`)...
                 crate::runtime::task::cells::idle(false);
             }
             // ... and the rest once idle for CELLS_IDLE (`sleep_timeout`
@@ -393,7 +393,7 @@ impl ProcLocal {
 
     /// How long a sleeping Processer may sleep before it re-evaluates: until
     /// its earliest timer, and for an extra Processer, until it retires.
-    /// Read after `sleeping` is announced (see `runtime/timer.rs`).
+    /// Read after `sleeping` is announced (see `runtime/time/timer.rs`).
     pub(in crate::runtime) fn sleep_timeout(&self) -> Option<Duration> {
         let retire = self.sched.retire_timeout(self);
         // A cell cache above its idle size is trimmed after CELLS_IDLE, and

@@ -81,11 +81,11 @@ pub(crate) struct ProcesserShared {
     /// [`Runnable`] as a raw pointer, or null. The owner swaps tasks in and
     /// out; the Dispatcher swaps it out when it rescues a blocked
     /// Processer's work (idle thieves leave it: it runs in a moment). The
-    /// protocol, model-checked, is in `next_slot.rs`.
+    /// protocol, model-checked, is in `processer/next_slot.rs`.
     pub(crate) runnext: NextSlot<Runnable>,
     /// Whether the task last put in the next-task slot may move (is not
     /// pinned): with `runnext.is_occupied()`, a hint for the Dispatcher
-    /// (`dispatcher.rs`, "Nothing to rescue"). Written by the owner at each
+    /// (`dispatcher/cycle.rs`, "Nothing to rescue"). Written by the owner at each
     /// put, Relaxed; stale only while the slot changes hands.
     pub(crate) runnext_movable: AtomicBool,
     /// Live tasks bound here at their first run: the owner's count,
@@ -105,7 +105,7 @@ pub(crate) struct ProcesserShared {
     /// load + store: no read-modify-write on the hot path); read by the
     /// Dispatcher and stats.
     pub(crate) switches: AtomicU64,
-    /// Of `switches`, those a direct switch made (`direct.rs`). Written
+    /// Of `switches`, those a direct switch made (`processer/direct.rs`). Written
     /// only by the owner, like `switches`; read by stats.
     pub(crate) direct_switches: AtomicU64,
     /// A task is switched in right now. Relaxed: a sample, paired with the
@@ -124,10 +124,10 @@ pub(crate) struct ProcesserShared {
     /// module docs for the protocol.
     pub(crate) sleeping: AtomicBool,
     /// On the scheduler's sleepers stack; only read and written under the
-    /// stack's lock (see `idle.rs`).
+    /// stack's lock (see `processer/idle.rs`).
     pub(crate) listed: AtomicBool,
     /// A waker counted this Processer as a searcher before waking it (Go's
-    /// `wakep`, see `idle.rs`): the Processer must search, and end that
+    /// `wakep`, see `processer/idle.rs`): the Processer must search, and end that
     /// search. Set by the waker before its CAS on `sleeping`; taken (swapped
     /// out) either by the Processer, or by the waker when its CAS failed,
     /// so exactly one of them owns the search.
@@ -140,7 +140,7 @@ pub(crate) struct ProcesserShared {
     /// than at its periodic look (every 61st pick), as bits: [`LOOK_TIMERS`],
     /// set by the Dispatcher when its earliest timer is due, and
     /// [`LOOK_REMOTE`], set by a push into its remote pinned queue
-    /// (`route.rs`, `push_batch_to`). The owner reads it at every pick and
+    /// (`processer/route.rs`, `push_batch_to`). The owner reads it at every pick and
     /// fires its due timers or takes its remote pinned queue. A hint: the
     /// timers are under their queue's lock, the queue is crossbeam's (the
     /// Release `fetch_or` after a push and the owner's Acquire swap make the
@@ -157,7 +157,7 @@ pub(crate) struct ProcesserShared {
     /// stall report. A lock, not an atomic: both sides are rare.
     pub(crate) blocked_since: Mutex<Option<Instant>>,
     /// The call the running task is blocked in: the backtrace the
-    /// Dispatcher took from the thread (`debug/blocked_call.rs`) once in a
+    /// Dispatcher took from the thread (`runtime/dump/blocked_call.rs`) once in a
     /// blocked spell, tagged with the spell's switch count. Written by the
     /// Dispatcher; read by task dumps and the stall report, which show it
     /// only while `blocked` is set and `switches` still shows that count:
@@ -180,7 +180,7 @@ pub(crate) struct ProcesserShared {
     /// The thread, for unpark; set when the thread starts.
     pub(crate) thread: OnceLock<Thread>,
     /// What the thread sleeps on while the Processer is idle (see
-    /// `runtime/lock.rs`): woken by [`wake`](Self::wake) and `wake_all`.
+    /// `sys/lock.rs`): woken by [`wake`](Self::wake) and `wake_all`.
     pub(crate) sleeper: Sleeper,
     /// The thread's CPU-time clock, for the Dispatcher's kernel-block test.
     /// A clock id (not a `pthread_t`) stays safe to read after the thread
@@ -241,7 +241,7 @@ impl ProcesserShared {
 
     /// Whether work that a rescue could move waits here: its new queue,
     /// runnable queue, a movable task in the next-task slot, or tasks
-    /// placed here (`dispatcher.rs`, "Nothing to rescue"). A hint, read
+    /// placed here (`dispatcher/cycle.rs`, "Nothing to rescue"). A hint, read
     /// from other threads.
     pub(crate) fn has_movable(&self) -> bool {
         !self.new.is_empty()

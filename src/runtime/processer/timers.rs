@@ -72,7 +72,7 @@ impl ProcLocal {
 
     /// Queues the tasks one firing of our timers woke (`bufs.woken`, in
     /// deadline order), as a batch: the protocol is "Firing a batch" in
-    /// `runtime/timer.rs`.
+    /// `runtime/time/timer.rs`.
     ///
     /// - Wake-ups of tasks bound here that other threads pushed to our
     ///   pinned queue (the Dispatcher fires for us while we are held up)

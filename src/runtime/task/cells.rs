@@ -16,7 +16,7 @@
 //!   bytes (32 MiB: a burst of about 100,000 small tasks). When the
 //!   Processer goes to sleep for lack of work (the first sleep of an idle
 //!   spell) the cache gives back half of what it holds, and once the Processer has been idle for a second
-//!   (`CELLS_IDLE` in `processer.rs`; its sleep is timed for it) all but
+//!   (`CELLS_IDLE` in `processer/run.rs`; its sleep is timed for it) all but
 //!   [`IDLE_KEEP`] (256 KiB). So work that comes in bursts with short
 //!   pauses keeps reusing cells, and the memory of a burst goes back once
 //!   the Processer rests, as Go drops the dead goroutine descriptors it no
@@ -468,7 +468,7 @@ pub(crate) fn cached_bytes() -> usize {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use crate::runtime::*;
+    use super::*;
 
     #[test]
     fn a_freed_cell_is_reused_by_the_next_of_its_class() {
@@ -535,7 +535,7 @@ mod tests {
 
 #[cfg(all(test, not(loom)))]
 mod depot_tests {
-    use crate::runtime::*;
+    use super::*;
     use std::collections::HashSet;
 
     /// Blocks of a class (897 to 960 bytes) that no other test of this

@@ -28,7 +28,7 @@
 //!
 //! # Parking
 //!
-//! The park state machine lives in [`ParkState`] (`park_state.rs`, where
+//! The park state machine lives in [`ParkState`] (`task/park_state.rs`, where
 //! its transitions and races are written out and model-checked). This file
 //! adds ownership to it: when the Processer parks a task, the task's
 //! `Runnable` reference is leaked into the `PARKED` state, and the one
@@ -177,7 +177,7 @@ pub(crate) struct RunState {
     /// Whether the task has not been started yet (its closure, in the
     /// cell, is still to run or to fail).
     pub(crate) fresh: bool,
-    /// `ctx` was saved by a task dump's stack walk (`debug/walk.rs`), which
+    /// `ctx` was saved by a task dump's stack walk (`runtime/dump/walk.rs`), which
     /// runs on top of the task's own saved context: resuming it runs the
     /// walk's frame, which returns into the task. A later dump resumes the
     /// walk's frame rather than stacking another on top.
@@ -189,7 +189,7 @@ pub(crate) struct RunState {
     pub(crate) ontop_room: (usize, usize),
     /// The panic count the task took off its thread when it switched out
     /// in the middle of an unwind, and the carriers that hold it while it
-    /// runs (`unwind_bank.rs`). `None` for every task that never did.
+    /// runs (`task/unwind_bank.rs`). `None` for every task that never did.
     pub(crate) banked: Option<Box<Banked>>,
 }
 
@@ -219,7 +219,7 @@ pub(crate) struct TaskHeader {
     pub(crate) migratable: bool,
     /// The scheduler the task belongs to.
     pub(crate) shared: Arc<Shared>,
-    /// The park state machine (see `park_state.rs`).
+    /// The park state machine (see `task/park_state.rs`).
     pub(crate) park: ParkState,
     /// Index of the Processer that last ran the task; a hint for routing
     /// wake-ups from other threads. Relaxed: any value is a valid hint.
@@ -244,7 +244,7 @@ pub(crate) struct TaskHeader {
     /// that sees a stale phase reports a task that moved on at that
     /// instant, and it reads nothing else on the strength of it.
     pub(crate) phase: AtomicU8,
-    /// What the task waits on when parked (see `wait.rs`); guarded by the
+    /// What the task waits on when parked (see `task/wait.rs`); guarded by the
     /// execution right. Uninitialised until the task's first park, which
     /// writes every field (the task `on` and `deadline` in
     /// [`suspend_parked`], the only way a task switches out to park; its
@@ -253,9 +253,9 @@ pub(crate) struct TaskHeader {
     /// no stores for it.
     wait: UnsafeCell<MaybeUninit<WaitRecord>>,
     /// Where the task sits in its scheduler's registry of live tasks (see
-    /// `live.rs`); guarded by the execution right.
+    /// `task/live.rs`); guarded by the execution right.
     live: UnsafeCell<live::Entry>,
-    /// The task was asked to stop (`task/cancel.rs`). Set once, by
+    /// The task was asked to stop (`runtime/task/cancel.rs`). Set once, by
     /// `cancel::request`, before the wake-up that makes the task look at it
     /// (Release, paired with the Acquire of the task's park: see
     /// "A wake-up that races the cancellation" there); never cleared.
@@ -359,7 +359,7 @@ impl TaskHeader {
         self.pin.store(to.unwrap_or(NO_PIN), Ordering::Relaxed);
     }
 
-    /// Whether the task was asked to stop (`task/cancel.rs`).
+    /// Whether the task was asked to stop (`runtime/task/cancel.rs`).
     #[inline]
     pub(crate) fn cancel_requested(&self) -> bool {
         // Acquire: pairs with the requester's swap, for a task that looks
@@ -573,7 +573,7 @@ impl Runnable {
 impl Drop for Runnable {
     /// The right to run the task ends here: the task finished, or it is
     /// dropped without having run. It leaves the registry of live tasks
-    /// before its reference goes (see `live.rs`), unless its Processer's gc
+    /// before its reference goes (see `task/live.rs`), unless its Processer's gc
     /// batch already took it out.
     fn drop(&mut self) {
         if self.live().is_registered() {
@@ -583,7 +583,7 @@ impl Drop for Runnable {
 }
 
 /// A task dump's hold on a parked task: the execution right, taken with
-/// `PARKED -> DUMPING` and given back when dropped (see `park_state.rs`).
+/// `PARKED -> DUMPING` and given back when dropped (see `task/park_state.rs`).
 pub(crate) struct DumpHold(TaskRef);
 
 impl DumpHold {
@@ -653,7 +653,7 @@ pub(crate) unsafe fn unpark_raw(header: *const TaskHeader) -> Option<Runnable> {
 }
 
 /// Switches the running task out to park, naming what it waits on (for
-/// task dumps; see `wait.rs`).
+/// task dumps; see `task/wait.rs`).
 ///
 /// # Safety
 /// `h` is the header of the task running this code.

@@ -416,7 +416,7 @@ fn empty(freed: &mut Vec<*const Slot>, t: &Runnable, e: Entry) {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use crate::runtime::*;
+    use super::*;
 
     impl Shard {
         /// Slots made so far (free or filled).

@@ -5,20 +5,24 @@
 //! | file | what it is |
 //! |---|---|
 //! | `header.rs` | the task header, its id, and the `Runnable` token |
-//! | `park_state.rs` | the park state machine (model-checked with loom) |
-//! | `wait.rs` | what a parked task waits on, for task dumps |
-//! | `live.rs` | the registry of live tasks that dumps read |
-//! | `cells.rs` | the per-thread cache (and process-wide depot) of task cells' memory |
-//! | `unwind_bank.rs` | panics belong to the task: its panic count leaves the thread with it |
+//! | `task/park_state.rs` | the park state machine (model-checked with loom) |
+//! | `park.rs` | parking and waking: `park`, `yield_now`, `Task` (public), and the parks with a wait record the layers above use |
+//! | `cancel.rs` | cancellation: the request, the checks at each wait, the unwind; `Scheduler::shutdown_now` |
+//! | `task/wait.rs` | what a parked task waits on, for task dumps |
+//! | `task/live.rs` | the registry of live tasks that dumps read |
+//! | `task/cells.rs` | the per-thread cache (and process-wide depot) of task cells' memory |
+//! | `task/unwind_bank.rs` | panics belong to the task: its panic count leaves the thread with it |
 //!
 //! How it talks to the others: the layers above (the task API in
-//! `src/task/`, sync, channels, IO) park and wake a task only through its
-//! header; the header's park state decides who files a woken task, and
+//! `src/task/`, sync, channels, IO) park, wake and cancel a task only
+//! through `park.rs` and `cancel.rs`; the header's park state decides who files a woken task, and
 //! filing goes through `runtime/processer/route.rs`.
 
+pub(crate) mod cancel;
 pub(crate) mod cells;
 mod header;
 pub(crate) mod live;
+pub(crate) mod park;
 pub(crate) mod park_state;
 pub(crate) mod unwind_bank;
 pub(crate) mod wait;

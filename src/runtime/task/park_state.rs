@@ -214,7 +214,7 @@ mod loom_models {
     //! plays both the task (park) and its Processer (try_park); a resume is
     //! modelled by a counter that must end at exactly the expected value.
 
-    use crate::runtime::*;
+    use super::*;
     use loom::sync::atomic::AtomicUsize;
     use loom::sync::Arc;
     use loom::thread;
@@ -461,7 +461,7 @@ mod loom_models {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use crate::runtime::*;
+    use super::*;
 
     #[test]
     fn transitions_follow_the_table() {

@@ -17,7 +17,7 @@
 //!
 //! Whenever the Processer loop switches into a task, this thread's count is
 //! zero; while a task runs, the thread's count is that task's. Kept by two
-//! steps, both in the loop (never at a direct switch, which `direct.rs`
+//! steps, both in the loop (never at a direct switch, which `processer/direct.rs`
 //! declines for these tasks):
 //!
 //! 1. **Switch-out** ([`bank_at_switch_out`]): while `panicking()` is true

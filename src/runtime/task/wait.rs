@@ -6,7 +6,7 @@
 //! guarded by the right to run the task: the task writes it while it runs,
 //! the Processer while it completes the park, and a dump reads it only
 //! after taking that right from the parked task (`PARKED -> DUMPING`, see
-//! `park_state.rs`), so the record it reads is the one of the park the task
+//! `task/park_state.rs`), so the record it reads is the one of the park the task
 //! is in. A task that is running or queued has a stale record, which a dump
 //! never reads.
 //!

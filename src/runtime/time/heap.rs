@@ -275,7 +275,7 @@ impl<A> TimerHeap<A> {
 
 #[cfg(test)]
 mod tests {
-    use crate::runtime::*;
+    use super::*;
 
     /// `ms` milliseconds after `base`, in nanoseconds.
     fn at(base: u64, ms: u64) -> u64 {

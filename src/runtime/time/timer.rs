@@ -39,7 +39,7 @@
 //! `FIRE_BATCH` per hold of its lock), runs the user timers, and unparks
 //! the tasks of the wake entries into a list, in deadline order (ties in
 //! insertion order). Each task is unparked once: only one `PARKED -> EMPTY`
-//! transition wins (`park_state.rs`), and a task some other wake-up got
+//! transition wins (`task/park_state.rs`), and a task some other wake-up got
 //! first is not in the list. The list is then queued as one batch:
 //!
 //! ```text
@@ -72,7 +72,7 @@
 //!   CAS wakes it, or it is awake or on its way to sleep: a Processer
 //!   going to sleep sets `sleeping` (SeqCst), fences, then re-checks its
 //!   remote queues, so it sees the share (the Dekker pair of the sleep
-//!   protocol in `processer.rs`, as for any push to another Processer).
+//!   protocol in `processer/run.rs`, as for any push to another Processer).
 //! - The Dispatcher's pushes follow the same rule; a pinned task waits for
 //!   its Processer whatever its state, as every wake-up of a bound task.
 //!

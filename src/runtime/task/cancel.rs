@@ -43,7 +43,7 @@
 //! that was running leaves the `unpark`'s token for its next park, which
 //! then returns at once and sees the flag (the pattern of the loom model
 //! `a_condition_set_before_unpark_is_seen_even_through_a_stale_token` in
-//! `runtime/park_state.rs`).
+//! `runtime/task/park_state.rs`).
 //!
 //! # Before the start, after the end, and catching the unwind
 //!
@@ -72,7 +72,7 @@ use crate::runtime::task::{self, TaskHeader, TaskRef};
 struct Cancelled;
 
 /// Whether the current task was asked to stop ([`JoinHandle::cancel`],
-/// [`JoinSet::cancel_all`](super::JoinSet::cancel_all),
+/// [`JoinSet::cancel_all`](crate::task::JoinSet::cancel_all),
 /// [`Scheduler::shutdown_now`](crate::Scheduler::shutdown_now)). False
 /// outside a task.
 ///

@@ -12,7 +12,7 @@
 //!   loop.
 //!
 //! The task-side state machine and its races are documented in
-//! `runtime/park_state.rs` and `runtime/task.rs`.
+//! `runtime/task/park_state.rs` and `runtime/task/header.rs`.
 
 use std::fmt;
 use std::thread::Thread;
@@ -130,7 +130,7 @@ pub fn current() -> Task {
 /// that points at the task's stack (a waiter node of the caller's own)
 /// must be withdrawn by a destructor, as for any panic.
 pub fn park() {
-    super::cancel::checkpoint();
+    crate::runtime::task::cancel::checkpoint();
     park_on(WaitOn::Park);
 }
 
@@ -159,7 +159,7 @@ pub(crate) fn park_on(on: WaitOn) {
 /// is free meanwhile). May return spuriously. Observes cancellation as
 /// [`park`] does.
 pub fn park_timeout(timeout: Duration) {
-    super::cancel::checkpoint();
+    crate::runtime::task::cancel::checkpoint();
     match Instant::now().checked_add(timeout) {
         Some(deadline) => park_deadline(deadline),
         None => park(),
@@ -218,7 +218,7 @@ pub fn yield_now() {
         switch_out(Suspend::Yield);
         // SAFETY: the running task's header is alive while it runs, and a
         // task keeps its header wherever it resumes.
-        super::cancel::checkpoint_in(unsafe { &*h });
+        crate::runtime::task::cancel::checkpoint_in(unsafe { &*h });
     } else {
         std::thread::yield_now();
     }

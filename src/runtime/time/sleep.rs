@@ -13,10 +13,10 @@ pub fn sleep(d: Duration) {
     match Instant::now().checked_add(d) {
         Some(deadline) => sleep_until(deadline),
         None => loop {
-            crate::task::cancel::checkpoint();
-            match crate::task::cancel::recheck(None) {
-                None => crate::task::park::park_on(WaitOn::Sleep),
-                Some(soon) => crate::task::park::park_deadline_on(soon, WaitOn::Sleep),
+            crate::runtime::task::cancel::checkpoint();
+            match crate::runtime::task::cancel::recheck(None) {
+                None => crate::runtime::task::park::park_on(WaitOn::Sleep),
+                Some(soon) => crate::runtime::task::park::park_deadline_on(soon, WaitOn::Sleep),
             }
         },
     }
@@ -31,8 +31,8 @@ pub fn sleep_until(deadline: Instant) {
     // timer entry of each park is gone when it returns, so a cancelled task
     // may unwind between two.
     while Instant::now() < deadline {
-        crate::task::cancel::checkpoint();
-        let until = crate::task::cancel::recheck(Some(deadline)).unwrap_or(deadline);
-        crate::task::park::park_deadline_on(until, WaitOn::Sleep);
+        crate::runtime::task::cancel::checkpoint();
+        let until = crate::runtime::task::cancel::recheck(Some(deadline)).unwrap_or(deadline);
+        crate::runtime::task::park::park_deadline_on(until, WaitOn::Sleep);
     }
 }
