@@ -9,7 +9,8 @@
 # one line per invocation: round, clients, pipeline, test, server, requests/s
 # and the server's CPU time per request (utime + stime from /proc/PID/stat,
 # in 1/CLK_TCK ticks, over the invocation), then the load average. Prints
-# only; BENCHMARKS.md's table of the io_uring driver comes from its output.
+# only; BENCHMARKS.md's kv_server figures of the io_uring driver ("The io_uring
+# driver"; the whole table in docs/bench/history.md) come from its output.
 #
 #   scripts/redis_bench_drivers.sh
 #   CELLS="50:1:100000" TESTS=get ROUNDS=1 scripts/redis_bench_drivers.sh

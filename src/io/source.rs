@@ -208,7 +208,7 @@ impl<T: AsFd> Source<T> {
     /// Sets the read or write timeout that waits use as their deadline.
     /// (The socket types keep the kernel's `SO_RCVTIMEO`/`SO_SNDTIMEO` in
     /// step and store what the kernel made of the value: see
-    /// `net::timeout_methods`.)
+    /// `net::set_timeout`.)
     pub(crate) fn set_timeout(&self, interest: Interest, t: Option<Duration>) {
         match interest {
             Interest::Read => self.timeouts.read.set(t),

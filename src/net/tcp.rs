@@ -1,6 +1,7 @@
 //! TCP: [`TcpListener`] and [`TcpStream`], shaped like `std::net`'s.
 
-use std::io;
+use std::fmt;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{self as stdnet, Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -234,7 +235,47 @@ impl TcpStream {
         Ok(stream)
     }
 
-    super::timeout_methods!();
+    /// Sets the read timeout: a read (or receive, or peek) that waits
+    /// longer fails with [`WouldBlock`](io::ErrorKind::WouldBlock)
+    /// (`EAGAIN`), the error std's sockets give on Linux. `None` waits
+    /// without limit; a zero duration is refused (`InvalidInput`), as std
+    /// does. The timeout is set on the socket itself too (`SO_RCVTIMEO`),
+    /// so the socket [`into_std`](Self::into_std) gives back keeps it, and
+    /// [clones](Self::try_clone) share it. The kernel rounds the duration
+    /// up to its clock tick, and [`read_timeout`](Self::read_timeout)
+    /// reports the rounded value, as std's does.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::set_timeout(
+            &self.inner,
+            Interest::Read,
+            t,
+            stdnet::TcpStream::set_read_timeout,
+            stdnet::TcpStream::read_timeout,
+        )
+    }
+
+    /// Sets the write timeout (`SO_SNDTIMEO`): a write (or send) that waits
+    /// longer fails with [`WouldBlock`](io::ErrorKind::WouldBlock); see
+    /// [`set_read_timeout`](Self::set_read_timeout).
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::set_timeout(
+            &self.inner,
+            Interest::Write,
+            t,
+            stdnet::TcpStream::set_write_timeout,
+            stdnet::TcpStream::write_timeout,
+        )
+    }
+
+    /// The read timeout (as the kernel rounded it).
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Read))
+    }
+
+    /// The write timeout (as the kernel rounded it).
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Write))
+    }
 
     /// The remote address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
@@ -326,7 +367,82 @@ impl TcpStream {
     }
 }
 
-super::stream_impls!(TcpStream);
+/// Reads from the connection: inside a task a read that finds no data
+/// parks the task until some arrives (or the [read
+/// timeout](TcpStream::set_read_timeout) passes); on a plain thread it
+/// blocks the thread. Through a shared reference, so a reader task and a
+/// writer task can share one connection.
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        super::stream_read(&self.inner, buf)
+    }
 
-super::socket_impls!(TcpListener, stdnet::TcpListener, "TcpListener");
-super::socket_impls!(TcpStream, stdnet::TcpStream, "TcpStream");
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        super::stream_read_vectored(&self.inner, bufs)
+    }
+}
+
+/// Writes to the connection: inside a task a write into a full send buffer
+/// parks the task until there is room (or the [write
+/// timeout](TcpStream::set_write_timeout) passes). Nothing is buffered,
+/// so `flush` does nothing.
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        super::stream_write(&self.inner, buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        super::stream_write_vectored(&self.inner, bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// As [`&TcpStream`](#impl-Read-for-%26TcpStream) reads.
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        (&*self).read_vectored(bufs)
+    }
+}
+
+/// As [`&TcpStream`](#impl-Write-for-%26TcpStream) writes.
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TcpListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("TcpListener")
+            .field(self.inner.get_ref())
+            .finish()
+    }
+}
+
+impl fmt::Debug for TcpStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("TcpStream")
+            .field(self.inner.get_ref())
+            .finish()
+    }
+}
+
+// `AsFd`, `AsRawFd`, `FromRawFd`, `IntoRawFd`, `From<std::net::TcpListener>`,
+// `From<OwnedFd>` and `OwnedFd: From<TcpListener>`; the same for `TcpStream`.
+super::fd_conversions!(TcpListener, stdnet::TcpListener);
+super::fd_conversions!(TcpStream, stdnet::TcpStream);

@@ -1,7 +1,9 @@
 //! UDP: [`UdpSocket`], shaped like `std::net::UdpSocket`.
 
+use std::fmt;
 use std::io;
 use std::net::{self as stdnet, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
 
 use crate::io::source::Source;
 use crate::runtime::io::Interest;
@@ -111,7 +113,47 @@ impl UdpSocket {
         })
     }
 
-    super::timeout_methods!();
+    /// Sets the read timeout: a read (or receive, or peek) that waits
+    /// longer fails with [`WouldBlock`](io::ErrorKind::WouldBlock)
+    /// (`EAGAIN`), the error std's sockets give on Linux. `None` waits
+    /// without limit; a zero duration is refused (`InvalidInput`), as std
+    /// does. The timeout is set on the socket itself too (`SO_RCVTIMEO`),
+    /// so the socket [`into_std`](Self::into_std) gives back keeps it, and
+    /// [clones](Self::try_clone) share it. The kernel rounds the duration
+    /// up to its clock tick, and [`read_timeout`](Self::read_timeout)
+    /// reports the rounded value, as std's does.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::set_timeout(
+            &self.inner,
+            Interest::Read,
+            t,
+            stdnet::UdpSocket::set_read_timeout,
+            stdnet::UdpSocket::read_timeout,
+        )
+    }
+
+    /// Sets the write timeout (`SO_SNDTIMEO`): a write (or send) that waits
+    /// longer fails with [`WouldBlock`](io::ErrorKind::WouldBlock); see
+    /// [`set_read_timeout`](Self::set_read_timeout).
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::set_timeout(
+            &self.inner,
+            Interest::Write,
+            t,
+            stdnet::UdpSocket::set_write_timeout,
+            stdnet::UdpSocket::write_timeout,
+        )
+    }
+
+    /// The read timeout (as the kernel rounded it).
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Read))
+    }
+
+    /// The write timeout (as the kernel rounded it).
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Write))
+    }
 
     /// Sets `SO_BROADCAST`.
     pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
@@ -224,4 +266,14 @@ impl UdpSocket {
     }
 }
 
-super::socket_impls!(UdpSocket, stdnet::UdpSocket, "UdpSocket");
+impl fmt::Debug for UdpSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("UdpSocket")
+            .field(self.inner.get_ref())
+            .finish()
+    }
+}
+
+// `AsFd`, `AsRawFd`, `FromRawFd`, `IntoRawFd`, `From<std::net::UdpSocket>`,
+// `From<OwnedFd>` and `OwnedFd: From<UdpSocket>`.
+super::fd_conversions!(UdpSocket, stdnet::UdpSocket);

@@ -1,7 +1,8 @@
 //! Unix domain sockets: [`UnixListener`], [`UnixStream`] and
 //! [`UnixDatagram`], shaped like `std::os::unix::net`'s.
 
-use std::io;
+use std::fmt;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::linux::net::SocketAddrExt;
@@ -9,6 +10,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{self as stdunix, SocketAddr};
 use std::path::Path;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use crate::io::source::Source;
 use crate::runtime::io::Interest;
@@ -149,7 +151,47 @@ impl UnixStream {
         Ok((UnixStream::from_std(a)?, UnixStream::from_std(b)?))
     }
 
-    super::timeout_methods!();
+    /// Sets the read timeout: a read (or receive, or peek) that waits
+    /// longer fails with [`WouldBlock`](io::ErrorKind::WouldBlock)
+    /// (`EAGAIN`), the error std's sockets give on Linux. `None` waits
+    /// without limit; a zero duration is refused (`InvalidInput`), as std
+    /// does. The timeout is set on the socket itself too (`SO_RCVTIMEO`),
+    /// so the socket [`into_std`](Self::into_std) gives back keeps it, and
+    /// [clones](Self::try_clone) share it. The kernel rounds the duration
+    /// up to its clock tick, and [`read_timeout`](Self::read_timeout)
+    /// reports the rounded value, as std's does.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::set_timeout(
+            &self.inner,
+            Interest::Read,
+            t,
+            stdunix::UnixStream::set_read_timeout,
+            stdunix::UnixStream::read_timeout,
+        )
+    }
+
+    /// Sets the write timeout (`SO_SNDTIMEO`): a write (or send) that waits
+    /// longer fails with [`WouldBlock`](io::ErrorKind::WouldBlock); see
+    /// [`set_read_timeout`](Self::set_read_timeout).
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::set_timeout(
+            &self.inner,
+            Interest::Write,
+            t,
+            stdunix::UnixStream::set_write_timeout,
+            stdunix::UnixStream::write_timeout,
+        )
+    }
+
+    /// The read timeout (as the kernel rounded it).
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Read))
+    }
+
+    /// The write timeout (as the kernel rounded it).
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Write))
+    }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -219,7 +261,64 @@ impl UnixStream {
     }
 }
 
-super::stream_impls!(UnixStream);
+/// Reads from the connection: inside a task a read that finds no data
+/// parks the task until some arrives (or the [read
+/// timeout](UnixStream::set_read_timeout) passes); on a plain thread it
+/// blocks the thread. Through a shared reference, so a reader task and a
+/// writer task can share one connection.
+impl Read for &UnixStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        super::stream_read(&self.inner, buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        super::stream_read_vectored(&self.inner, bufs)
+    }
+}
+
+/// Writes to the connection: inside a task a write into a full send buffer
+/// parks the task until there is room (or the [write
+/// timeout](UnixStream::set_write_timeout) passes). Nothing is buffered,
+/// so `flush` does nothing.
+impl Write for &UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        super::stream_write(&self.inner, buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        super::stream_write_vectored(&self.inner, bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// As [`&UnixStream`](#impl-Read-for-%26UnixStream) reads.
+impl Read for UnixStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        (&*self).read_vectored(bufs)
+    }
+}
+
+/// As [`&UnixStream`](#impl-Write-for-%26UnixStream) writes.
+impl Write for UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// A Unix datagram socket.
 pub struct UnixDatagram {
@@ -337,7 +436,47 @@ impl UnixDatagram {
         self.inner.get_ref().peer_addr()
     }
 
-    super::timeout_methods!();
+    /// Sets the read timeout: a read (or receive, or peek) that waits
+    /// longer fails with [`WouldBlock`](io::ErrorKind::WouldBlock)
+    /// (`EAGAIN`), the error std's sockets give on Linux. `None` waits
+    /// without limit; a zero duration is refused (`InvalidInput`), as std
+    /// does. The timeout is set on the socket itself too (`SO_RCVTIMEO`),
+    /// so the socket [`into_std`](Self::into_std) gives back keeps it, and
+    /// [clones](Self::try_clone) share it. The kernel rounds the duration
+    /// up to its clock tick, and [`read_timeout`](Self::read_timeout)
+    /// reports the rounded value, as std's does.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::set_timeout(
+            &self.inner,
+            Interest::Read,
+            t,
+            stdunix::UnixDatagram::set_read_timeout,
+            stdunix::UnixDatagram::read_timeout,
+        )
+    }
+
+    /// Sets the write timeout (`SO_SNDTIMEO`): a write (or send) that waits
+    /// longer fails with [`WouldBlock`](io::ErrorKind::WouldBlock); see
+    /// [`set_read_timeout`](Self::set_read_timeout).
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        super::set_timeout(
+            &self.inner,
+            Interest::Write,
+            t,
+            stdunix::UnixDatagram::set_write_timeout,
+            stdunix::UnixDatagram::write_timeout,
+        )
+    }
+
+    /// The read timeout (as the kernel rounded it).
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Read))
+    }
+
+    /// The write timeout (as the kernel rounded it).
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.inner.timeout(Interest::Write))
+    }
 
     /// Shuts down the read, write, or both halves.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
@@ -473,6 +612,32 @@ fn unnamed() -> io::Result<SocketAddr> {
     Ok(UNNAMED.get_or_init(|| a).clone())
 }
 
-super::socket_impls!(UnixListener, stdunix::UnixListener, "UnixListener");
-super::socket_impls!(UnixStream, stdunix::UnixStream, "UnixStream");
-super::socket_impls!(UnixDatagram, stdunix::UnixDatagram, "UnixDatagram");
+impl fmt::Debug for UnixListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("UnixListener")
+            .field(self.inner.get_ref())
+            .finish()
+    }
+}
+
+impl fmt::Debug for UnixStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("UnixStream")
+            .field(self.inner.get_ref())
+            .finish()
+    }
+}
+
+impl fmt::Debug for UnixDatagram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("UnixDatagram")
+            .field(self.inner.get_ref())
+            .finish()
+    }
+}
+
+// `AsFd`, `AsRawFd`, `FromRawFd`, `IntoRawFd`, `From<` the std type `>`,
+// `From<OwnedFd>` and `OwnedFd: From<` the type `>`, for each of the three.
+super::fd_conversions!(UnixListener, stdunix::UnixListener);
+super::fd_conversions!(UnixStream, stdunix::UnixStream);
+super::fd_conversions!(UnixDatagram, stdunix::UnixDatagram);

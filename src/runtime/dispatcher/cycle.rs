@@ -59,7 +59,8 @@
 //! A rescue moves queued work: fresh tasks, unbound wake-ups, placed tasks.
 //! A server's Processers mostly hold none (every connection's task is bound
 //! to its thread), and there the Dispatcher's wake-ups at four intervals
-//! are a visible share of the server's CPU (BENCHMARKS.md). So while no
+//! are a visible share of the server's CPU (`docs/bench/history.md`, "Round
+//! 4"). So while no
 //! awake Processer
 //! has movable work queued at the sample, the period backs off up to
 //! [`NOTHING_QUEUED_NAP`] (32 intervals at the defaults), even while some

@@ -421,7 +421,7 @@ const TIMER_SLACK_NS: libc::c_ulong = 1_000;
 /// otherwise let a timed futex or `epoll_pwait2` wait run up to the
 /// thread's timer slack past its end (50 us by default), and a Processer
 /// sleeps until its earliest timer that way (what it saves is measured in
-/// BENCHMARKS.md, "Sleep lateness"). The cost is
+/// `docs/bench/history.md`, "Sleep lateness"). The cost is
 /// that the kernel cannot merge these wake-ups with others in the slack
 /// window, at most one more wake-up per timer. Set on the Processer
 /// threads the scheduler starts (never on a `block_on` caller's thread,
