@@ -11,15 +11,15 @@
 //! | `run.rs` | the Processer loop (`ProcLocal`): pick, switch, file, gc |
 //! | `shared.rs` | the half of a Processer other threads see: queues, counters, flags |
 //! | `queues.rs` | its own queues and next-task slot, pulls from its remote queues, hand-off at stop |
-//! | `processer/next_slot.rs` | the next-task slot (model-checked with loom) |
+//! | `next_slot.rs` | the next-task slot (model-checked with loom) |
 //! | `placement.rs` | binding a task to the Processer of its first run, fresh placement, pins |
-//! | `processer/route.rs` | where a task pushed from another thread goes and whom its arrival wakes |
-//! | `processer/direct.rs` | the direct switch from a task to the next (protocol model-checked with loom) |
+//! | `route.rs` | where a task pushed from another thread goes and whom its arrival wakes |
+//! | `direct.rs` | the direct switch from a task to the next (protocol model-checked with loom) |
 //! | `timers.rs` | firing timers and polling the reactor (and the io_uring) between tasks |
 //! | `search.rs` | stealing, spinning, sleeping without a lost wake-up |
-//! | `processer/idle.rs` | the scheduler's idle and searching counters, the sleepers stack |
+//! | `idle.rs` | the scheduler's idle and searching counters, the sleepers stack |
 //!
-//! How it talks to the others: tasks come in through `processer/route.rs` (from any
+//! How it talks to the others: tasks come in through `route.rs` (from any
 //! thread) and leave through the task header (`runtime/task/`), whose park
 //! state says who files a task that parks. The Dispatcher
 //! (`runtime/dispatcher/`) only reads `shared.rs` and steals through its

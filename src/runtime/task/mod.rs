@@ -5,13 +5,13 @@
 //! | file | what it is |
 //! |---|---|
 //! | `header.rs` | the task header, its id, and the `Runnable` token |
-//! | `task/park_state.rs` | the park state machine (model-checked with loom) |
+//! | `park_state.rs` | the park state machine (model-checked with loom) |
 //! | `park.rs` | parking and waking: `park`, `yield_now`, `Task` (public), and the parks with a wait record the layers above use |
 //! | `cancel.rs` | cancellation: the request, the checks at each wait, the unwind; `Scheduler::shutdown_now` |
-//! | `task/wait.rs` | what a parked task waits on, for task dumps |
-//! | `task/live.rs` | the registry of live tasks that dumps read |
-//! | `task/cells.rs` | the per-thread cache (and process-wide depot) of task cells' memory |
-//! | `task/unwind_bank.rs` | panics belong to the task: its panic count leaves the thread with it |
+//! | `wait.rs` | what a parked task waits on, for task dumps |
+//! | `live.rs` | the registry of live tasks that dumps read |
+//! | `cells.rs` | the per-thread cache (and process-wide depot) of task cells' memory |
+//! | `unwind_bank.rs` | panics belong to the task: its panic count leaves the thread with it |
 //!
 //! How it talks to the others: the layers above (the task API in
 //! `src/task/`, sync, channels, IO) park, wake and cancel a task only

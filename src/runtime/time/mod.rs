@@ -3,7 +3,7 @@
 //!
 //! | file | what it is |
 //! |---|---|
-//! | `time/timer.rs` | the deadline queue of a Processer, the user-timer registry |
+//! | `timer.rs` | the deadline queue of a Processer, the user-timer registry |
 //! | `heap.rs` | the indexed heap under it |
 //! | `sleep.rs` | `sleep` and `sleep_until`: park the task (or block the thread) until a deadline |
 //!
