@@ -210,8 +210,8 @@ mod loom_models {
     //! store. The queue a yield files to is the next-task slot (the queue
     //! the Dispatcher also takes from), the real one.
 
-    use crate::runtime::crate::runtime::processer::next_slot::{NextSlot, Token};
-    use crate::runtime::crate::runtime::task::park_state::{ParkOutcome, ParkState};
+    use crate::runtime::processer::next_slot::{NextSlot, Token};
+    use crate::runtime::task::park_state::{ParkOutcome, ParkState};
     use loom::cell::UnsafeCell;
     use loom::sync::atomic::{AtomicUsize, Ordering};
     use loom::sync::Arc;
