@@ -88,8 +88,8 @@ NO_RETURN_DEFAULT = (
     # `offloads`: std keeps its panic state per thread), so the panic
     # machinery's futex waits and file reads block the thread.
     "std::panicking::panic_with_hook",
-    "gofer::coroutine::overflow::fatal",
-    "gofer::coroutine::overflow::abort_with",
+    "gofer::sys::fatal::fatal",
+    "gofer::sys::fatal::abort_with",
     "std::process::abort",
     "std::process::exit",
     "abort",

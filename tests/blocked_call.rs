@@ -133,7 +133,7 @@ fn the_dump_names_the_condvar_wait_a_thread_is_blocked_in_and_the_fix() {
             assert!(section[..wait].contains("parking_lot"), "{text}");
             // Not the signal handler's own frames.
             assert!(!section.contains("backtrace::"), "{text}");
-            assert!(!section.contains("gofer::debug"), "{text}");
+            assert!(!section.contains("gofer::runtime::dump"), "{text}");
             assert!(text.contains("gofer::sync::Condvar"), "{text}");
             assert!(text.contains("gofer::unblock"), "{text}");
             assert!(

@@ -99,7 +99,7 @@ fn a_sleeping_task_shows_the_time_left_and_its_stack() {
     assert!(w.starts_with("sleep (") && w.ends_with(" left)"), "{w}");
     let bt = t.backtrace().unwrap();
     assert!(bt.contains("user_function_that_sleeps"), "{bt}");
-    assert!(bt.contains("gofer::time::sleep::sleep"), "{bt}");
+    assert!(bt.contains("gofer::runtime::time::sleep::sleep"), "{bt}");
     drop(h);
     let _ = s.shutdown_timeout(Duration::from_millis(10));
 }
@@ -117,9 +117,9 @@ fn a_sleeping_task_whose_code_has_no_frame_of_its_own_still_shows_where_it_sleep
         .unwrap();
     let d = when_parked(&s, "inlined-sleeper");
     let bt = named(&d, "inlined-sleeper").unwrap().backtrace().unwrap();
-    assert!(bt.contains("gofer::time::sleep::sleep"), "{bt}");
+    assert!(bt.contains("gofer::runtime::time::sleep::sleep"), "{bt}");
     assert!(
-        !bt.contains("gofer::debug::") && !bt.contains("suspend"),
+        !bt.contains("gofer::runtime::dump::") && !bt.contains("suspend"),
         "the walker's and the switch's frames are trimmed:\n{bt}"
     );
     drop(h);

@@ -214,12 +214,16 @@ pub(crate) fn symbolize(ip: usize) -> Vec<Symbol> {
 /// Whether a frame belongs to the runtime's machinery rather than to code a
 /// reader of a dump wrote (or called on purpose).
 fn is_machinery(name: &str) -> bool {
+    // `sleep` is a wait a reader looks for, though it lives in the
+    // runtime's folder (`runtime/time/sleep.rs`): its frame is kept.
+    if name.starts_with("gofer::runtime::time::sleep::") {
+        return false;
+    }
     const PREFIXES: &[&str] = &[
         "backtrace::",
-        "gofer::debug::",
         "gofer::coroutine::",
         "gofer::runtime::",
-        "gofer::task::park::",
+        "gofer::runtime::task::park::",
         "gofer::chan::waiter::",
         "gofer::chan::channel::",
         "gofer::sync::waitqueue::",
@@ -249,7 +253,8 @@ fn is_library(name: &str) -> bool {
 /// Whether a frame is a task's root (`run_root` and the cell's `run`, which
 /// every task's stack starts with).
 fn is_root(name: &str) -> bool {
-    name.starts_with("gofer::runtime::task::run_root") || name.contains("gofer::task::join::")
+    name.starts_with("gofer::runtime::task::header::run_root")
+        || name.contains("gofer::task::join::")
 }
 
 /// Trims a task's symbolized frames (innermost first) to what a reader
@@ -262,7 +267,7 @@ fn is_root(name: &str) -> bool {
 /// so a closure inlined into the task's root, or a user function that
 /// tail-calls `sleep`, leaves the library's frames right above the root.
 /// The glue is only cut below the innermost kept frame, so such a stack
-/// still shows where the task waits (`gofer::time::sleep::sleep`, or the
+/// still shows where the task waits (`gofer::runtime::time::sleep::sleep`, or the
 /// outermost machinery frame when every frame is machinery), never the
 /// walker's own frames.
 pub(crate) fn trim(frames: &[Symbol]) -> &[Symbol] {
@@ -329,8 +334,8 @@ mod tests {
     }
 
     const WALKER: [&str; 3] = [
-        "gofer::debug::walk::record",
-        "gofer::debug::walk::walk_on_top",
+        "gofer::runtime::dump::walk::record",
+        "gofer::runtime::dump::walk::walk_on_top",
         "gofer::coroutine::switch::suspend",
     ];
     const ROOT: [&str; 3] = [
@@ -342,8 +347,8 @@ mod tests {
     #[test]
     fn the_users_frames_are_kept_between_the_machinery_and_the_glue() {
         let mid = [
-            "gofer::task::park::park_deadline_on",
-            "gofer::time::sleep::sleep",
+            "gofer::runtime::task::park::park_deadline_on",
+            "gofer::runtime::time::sleep::sleep",
             "app::nap",
             "app::main::{{closure}}",
             "core::ops::function::FnOnce::call_once",
@@ -352,7 +357,7 @@ mod tests {
         assert_eq!(
             names(trim(&all)),
             [
-                "gofer::time::sleep::sleep",
+                "gofer::runtime::time::sleep::sleep",
                 "app::nap",
                 "app::main::{{closure}}"
             ]
@@ -363,14 +368,17 @@ mod tests {
     fn a_stack_without_a_frame_of_the_users_keeps_where_it_waits() {
         // The user's closure inlined into the root, no debug info to say so.
         let mid = [
-            "gofer::task::park::park_deadline_on",
-            "gofer::time::sleep::sleep",
+            "gofer::runtime::task::park::park_deadline_on",
+            "gofer::runtime::time::sleep::sleep",
         ];
         let all = frames(&[&WALKER[..], &mid[..], &ROOT[..]].concat());
-        assert_eq!(names(trim(&all)), ["gofer::time::sleep::sleep"]);
+        assert_eq!(names(trim(&all)), ["gofer::runtime::time::sleep::sleep"]);
         // Every frame above the root is machinery: the outermost one.
-        let mid = ["gofer::task::park::park_on", "gofer::task::park::park"];
+        let mid = [
+            "gofer::runtime::task::park::park_on",
+            "gofer::runtime::task::park::park",
+        ];
         let all = frames(&[&WALKER[..], &mid[..], &ROOT[..]].concat());
-        assert_eq!(names(trim(&all)), ["gofer::task::park::park"]);
+        assert_eq!(names(trim(&all)), ["gofer::runtime::task::park::park"]);
     }
 }
