@@ -710,6 +710,20 @@ impl Shared {
                 running: p.running.load(Ordering::Relaxed),
                 sleeping: p.sleeping.load(Ordering::Relaxed),
                 rescued: p.rescued.load(Ordering::Relaxed),
+                parks: p.metrics.parks.load(Ordering::Relaxed),
+                yields: p.metrics.yields.load(Ordering::Relaxed),
+                steals: p.metrics.steals.load(Ordering::Relaxed),
+                stolen_tasks: p.metrics.stolen.load(Ordering::Relaxed),
+                next_slot_runs: p.metrics.next_slot_runs.load(Ordering::Relaxed),
+                remote_pushes: p.metrics.remote_pushes.load(Ordering::Relaxed),
+                reactor_polls: p.metrics.reactor_polls.load(Ordering::Relaxed),
+                local_queue_depth: p.stealer.len()
+                    + p.pinned_local_len.load(Ordering::Relaxed)
+                    + usize::from(p.runnext.is_occupied()),
+                remote_queue_depth: p.new.len() + p.pinned.len(),
+                pinned_queue_depth: p.runnable_pinned(),
+                busy: p.metrics.busy(),
+                blocked_detections: p.metrics.blocked_detections.load(Ordering::Relaxed),
                 kind: match p.kind {
                     Kind::Core => "core",
                     Kind::Extra => "extra",

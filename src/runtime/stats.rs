@@ -1,5 +1,7 @@
 //! Statistics a user can read while the scheduler runs.
 
+use std::time::Duration;
+
 use crate::IoDriver;
 
 /// A snapshot of a scheduler's counters, from
@@ -131,4 +133,52 @@ pub struct ProcesserStats {
     /// `"core"`, `"extra"` (started by the Dispatcher) or `"caller"` (a
     /// thread inside `block_on`).
     pub kind: &'static str,
+    /// Times a task parked here (switched out to wait: a channel, a lock,
+    /// a sleep, IO, a join), counted when the Processer files it, through
+    /// the loop or at a direct switch. A park that an unpark raced is
+    /// counted too (the task runs again at once).
+    pub parks: u64,
+    /// Times a task yielded here (`yield_now`, or the runtime's own yields),
+    /// counted as `parks` is. Every switch out of a task is a park, a yield
+    /// or its end, so `switches` equals `parks + yields` plus the tasks
+    /// that ended here, give or take the task running now.
+    pub yields: u64,
+    /// Successful steals: times this Processer, out of work, took tasks
+    /// from another's runnable or new queue (tokio's `steal_operations`).
+    pub steals: u64,
+    /// Tasks those steals took (tokio's `steal_count`): a steal takes up
+    /// to half of the victim's queue.
+    pub stolen_tasks: u64,
+    /// Tasks picked from the next-task slot (a task woken or spawned by the
+    /// running one, run next without a trip through the queue).
+    pub next_slot_runs: u64,
+    /// Tasks other threads pushed into this Processer's new or pinned
+    /// queues (tokio's `remote_schedule_count`, per target): spawns from
+    /// outside, wake-ups from other threads, tasks moved here by a rescue.
+    /// Counted by the pushing thread when its push lands.
+    pub remote_pushes: u64,
+    /// Polls of the epoll reactor (a look without waiting, or the sleep in
+    /// it) and turns of the io_uring ring made by this thread (tokio's
+    /// `io_driver_ready_count` counts events instead).
+    pub reactor_polls: u64,
+    /// Tasks waiting in the queues only this thread takes from: the
+    /// runnable queue (which idle Processers steal from), the local pinned
+    /// queue and the next-task slot (tokio's `worker_local_queue_depth`).
+    /// A snapshot.
+    pub local_queue_depth: usize,
+    /// Tasks other threads pushed here and the thread has not taken yet:
+    /// its new and remote pinned queues. A snapshot.
+    pub remote_queue_depth: usize,
+    /// Of the queued tasks, those that can run only here (pinned, or bound
+    /// to this thread at their first run). A snapshot.
+    pub pinned_queue_depth: usize,
+    /// Time spent running tasks (tokio's `worker_total_busy_duration`):
+    /// measured from the first task picked after an idle spell to the
+    /// moment the queues are empty again, so the loop's own work between
+    /// tasks counts as busy and sleeping does not. Includes the batch in
+    /// progress.
+    pub busy: Duration,
+    /// Times the Dispatcher marked this Processer blocked (its share of
+    /// `Stats::blocked_detections`).
+    pub blocked_detections: u64,
 }

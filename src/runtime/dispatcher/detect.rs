@@ -490,6 +490,7 @@ impl Dispatcher {
                 // Release: pairs with the Acquire loads of task dumps and
                 // the stall report, which then find `blocked_since` set.
                 procs[i].blocked.store(true, Ordering::Release);
+                crate::runtime::processer::shared::bump(&procs[i].metrics.blocked_detections, 1);
                 self.blocked.push(i);
                 self.shared
                     .dispatch

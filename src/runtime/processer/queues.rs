@@ -18,7 +18,7 @@ use crossbeam_deque::Steal;
 use crate::runtime::context;
 use crate::runtime::dispatcher;
 use crate::runtime::processer::shared::{
-    drain_injector, ProcesserShared, LOOK_REMOTE, LOOK_TIMERS,
+    bump, drain_injector, ProcesserShared, LOOK_REMOTE, LOOK_TIMERS,
 };
 use crate::runtime::task::Runnable;
 
@@ -135,6 +135,7 @@ impl ProcLocal {
         if self.streak.get() < RUNNEXT_STREAK {
             if let Some(t) = self.p.take_runnext() {
                 self.streak.set(self.streak.get() + 1);
+                bump(&self.p.metrics.next_slot_runs, 1);
                 return Some(t);
             }
         }
@@ -144,7 +145,17 @@ impl ProcLocal {
         } else {
             self.runnable.pop().or_else(|| self.pop_pinned())
         };
-        local.or_else(|| self.p.take_runnext())
+        local.or_else(|| self.take_runnext_counted())
+    }
+
+    /// The next-task slot's task, counted as a run from it.
+    #[inline(always)]
+    fn take_runnext_counted(&self) -> Option<Runnable> {
+        let t = self.p.take_runnext();
+        if t.is_some() {
+            bump(&self.p.metrics.next_slot_runs, 1);
+        }
+        t
     }
 
     /// This thread's copy of the Processer table, refreshed first if the
@@ -161,8 +172,7 @@ impl ProcLocal {
 
     /// A task from this Processer's local queues only.
     pub(in crate::runtime) fn next_local(&self) -> Option<Runnable> {
-        self.p
-            .take_runnext()
+        self.take_runnext_counted()
             .or_else(|| self.runnable.pop())
             .or_else(|| self.pop_pinned())
     }

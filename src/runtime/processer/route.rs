@@ -237,7 +237,9 @@ impl Shared {
     ) -> bool {
         let mut movable = false;
         let mut pinned = false;
+        let mut n = 0u64;
         for r in tasks {
+            n += 1;
             if r.header().pin().is_some() {
                 target.pinned.push(r);
                 pinned = true;
@@ -251,6 +253,7 @@ impl Shared {
         // either a Processer going to sleep sees them in its re-check, or the
         // caller's wake-up after this sees it asleep.
         fence(Ordering::SeqCst);
+        target.metrics.remote_pushes.fetch_add(n, Ordering::Relaxed);
         if target.retired.load(Ordering::SeqCst) {
             for t in crate::runtime::processer::shared::drain_retired(target) {
                 self.push_remote(t);

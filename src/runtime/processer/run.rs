@@ -47,7 +47,7 @@ use crate::coroutine::stacks::LocalStacks;
 use crate::coroutine::switch::{self, Entry, EntrySlot, Suspend};
 use crate::error::{contain, JoinError};
 use crate::runtime::context;
-use crate::runtime::processer::shared::{Kind, ProcesserShared};
+use crate::runtime::processer::shared::{bump, Kind, ProcesserShared};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::live::{self, ShardOwner};
 use crate::runtime::task::unwind_bank;
@@ -401,10 +401,12 @@ impl ProcLocal {
         }
         match why {
             Suspend::Yield => {
+                bump(&self.p.metrics.yields, 1);
                 t.run().ctx = Some(ctx);
                 self.push_local(t, Push::Quiet);
             }
             Suspend::Park => {
+                bump(&self.p.metrics.parks, 1);
                 t.run().ctx = Some(ctx);
                 t.set_parked_since(self.clock.get());
                 if let Some(t) = t.park() {
@@ -501,8 +503,15 @@ impl ProcLocal {
         self.banks.set(!std::thread::panicking());
         crate::coroutine::overflow::thread_init();
         crate::runtime::task::cells::processer_thread();
+        // Busy time is taken per batch of runs (from the first task picked
+        // after an idle spell to the next time the queues are empty), two
+        // clock reads a batch, none per switch.
+        let m = &self.p.metrics;
         loop {
             if let Some(t) = self.next_task() {
+                if m.busy_since.load(Ordering::Relaxed) == 0 {
+                    m.busy_start();
+                }
                 self.idle_since.set(None);
                 self.run_task(t);
                 if until.is_some_and(|u| u()) {
@@ -510,6 +519,7 @@ impl ProcLocal {
                 }
                 continue;
             }
+            m.busy_end();
             self.gc_flush();
             if until.is_some_and(|u| u()) {
                 break;
@@ -522,6 +532,7 @@ impl ProcLocal {
             }
             if let Some(t) = self.find_work() {
                 self.clock.set(Instant::now());
+                m.busy_start();
                 self.idle_since.set(None);
                 self.run_task(t);
                 if until.is_some_and(|u| u()) {
@@ -529,6 +540,7 @@ impl ProcLocal {
                 }
             }
         }
+        m.busy_end();
         self.gc_flush();
         if self.p.kind != Kind::Core {
             self.p.retired.store(true, Ordering::SeqCst);

@@ -52,7 +52,7 @@ use crossbeam_deque::Steal;
 
 use crate::runtime::dispatcher;
 use crate::runtime::io::{Poller, BUSY_POLL};
-use crate::runtime::processer::shared::Kind;
+use crate::runtime::processer::shared::{bump, Kind};
 use crate::runtime::task::Runnable;
 use crate::runtime::time::timer::TimerQueue;
 
@@ -170,21 +170,33 @@ impl ProcLocal {
             // make first (a SeqCst fence between them), so the sleep
             // re-check sees what a steal would.
             while !v.stealer.is_empty() {
+                let before = self.runnable.len();
                 match v.stealer.steal_batch_and_pop(&self.runnable) {
-                    Steal::Success(t) => return Some(t),
+                    Steal::Success(t) => return Some(self.count_steal(before, t)),
                     Steal::Retry => continue,
                     Steal::Empty => break,
                 }
             }
             while !v.new.is_empty() {
+                let before = self.runnable.len();
                 match v.new.steal_batch_and_pop(&self.runnable) {
-                    Steal::Success(t) => return Some(t),
+                    Steal::Success(t) => return Some(self.count_steal(before, t)),
                     Steal::Retry => continue,
                     Steal::Empty => break,
                 }
             }
         }
         None
+    }
+
+    /// Counts a steal that took `t` and filled the runnable queue from
+    /// `before` tasks on.
+    fn count_steal(&self, before: usize, t: Runnable) -> Runnable {
+        let m = &self.p.metrics;
+        bump(&m.steals, 1);
+        let taken = self.runnable.len().saturating_sub(before) + 1;
+        bump(&m.stolen, taken as u64);
+        t
     }
 
     /// A pseudo-random number in `0..n` (`n > 0`).
@@ -438,6 +450,7 @@ impl ProcLocal {
         };
         let mut woken = self.woken.borrow_mut();
         poller.poll(timeout, &mut woken);
+        bump(&self.p.metrics.reactor_polls, 1);
         self.p.in_poll.store(false, Ordering::Relaxed);
         if self.cancel_sleep() {
             self.sched.idle.idle_dec();

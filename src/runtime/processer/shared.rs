@@ -194,6 +194,86 @@ pub(crate) struct ProcesserShared {
     tid: OnceLock<libc::pid_t>,
     /// Tasks rescued from this Processer by the Dispatcher.
     pub(crate) rescued: AtomicU64,
+    /// The metrics of [`ProcesserStats`](crate::ProcesserStats) beyond the
+    /// switch counters (`processer/shared.rs`, [`Metrics`]).
+    pub(crate) metrics: Metrics,
+}
+
+/// A Processer's counters for `Scheduler::stats`, each with one writer (a
+/// plain Relaxed load and store, no read-modify-write) but for
+/// `remote_pushes`, which every pushing thread adds to. Readers take a
+/// Relaxed snapshot: each value is exact on its own, not consistent with
+/// the others.
+#[derive(Default)]
+pub(crate) struct Metrics {
+    /// Tasks that parked here (written by the owner, `ProcLocal::file`).
+    pub(crate) parks: AtomicU64,
+    /// Tasks that yielded here (owner, `ProcLocal::file`).
+    pub(crate) yields: AtomicU64,
+    /// Successful steals from other Processers (owner, `search.rs`).
+    pub(crate) steals: AtomicU64,
+    /// Tasks those steals took (owner).
+    pub(crate) stolen: AtomicU64,
+    /// Tasks picked from the next-task slot (owner, `queues.rs`).
+    pub(crate) next_slot_runs: AtomicU64,
+    /// Tasks other threads pushed into the new or pinned queue (every
+    /// pusher: `fetch_add`, one per batch).
+    pub(crate) remote_pushes: AtomicU64,
+    /// Polls of the reactor or turns of the ring made by this thread
+    /// (owner, `timers.rs`, `search.rs`).
+    pub(crate) reactor_polls: AtomicU64,
+    /// Nanoseconds spent running tasks, up to the last batch's end
+    /// (owner, `run.rs`).
+    pub(crate) busy_ns: AtomicU64,
+    /// Start of the batch of runs in progress, in nanoseconds since
+    /// `epoch` plus one; 0 while no batch runs (owner).
+    pub(crate) busy_since: AtomicU64,
+    /// Times the Dispatcher marked this Processer blocked (the Dispatcher
+    /// thread, its only writer).
+    pub(crate) blocked_detections: AtomicU64,
+    /// The origin of `busy_since`.
+    pub(crate) epoch: OnceLock<Instant>,
+}
+
+/// Adds one to a counter only one thread writes: a Relaxed load and store.
+#[inline(always)]
+pub(crate) fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+impl Metrics {
+    /// The epoch `busy_since` counts from.
+    pub(crate) fn epoch(&self) -> Instant {
+        *self.epoch.get_or_init(Instant::now)
+    }
+
+    /// A batch of runs starts now (owner only).
+    pub(crate) fn busy_start(&self) {
+        let ns = self.epoch().elapsed().as_nanos() as u64 + 1;
+        self.busy_since.store(ns, Ordering::Relaxed);
+    }
+
+    /// The batch of runs in progress, if any, ends now (owner only).
+    pub(crate) fn busy_end(&self) {
+        let since = self.busy_since.load(Ordering::Relaxed);
+        if since == 0 {
+            return;
+        }
+        let now = self.epoch().elapsed().as_nanos() as u64 + 1;
+        bump(&self.busy_ns, now.saturating_sub(since));
+        self.busy_since.store(0, Ordering::Relaxed);
+    }
+
+    /// Busy time so far, the batch in progress included (any thread).
+    pub(crate) fn busy(&self) -> std::time::Duration {
+        let mut ns = self.busy_ns.load(Ordering::Relaxed);
+        let since = self.busy_since.load(Ordering::Relaxed);
+        if since != 0 {
+            let now = self.epoch().elapsed().as_nanos() as u64 + 1;
+            ns += now.saturating_sub(since);
+        }
+        std::time::Duration::from_nanos(ns)
+    }
 }
 
 impl ProcesserShared {
@@ -397,6 +477,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         cpu_clock: OnceLock::new(),
         tid: OnceLock::new(),
         rescued: AtomicU64::new(0),
+        metrics: Metrics::default(),
     });
     (p, runnable)
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::runtime::io::{Ring, RingWaker, BUSY_POLL};
-use crate::runtime::processer::shared::Kind;
+use crate::runtime::processer::shared::{bump, Kind};
 use crate::runtime::task::{Runnable, TaskRef};
 use crate::runtime::time::timer::{Action, TimerQueue};
 
@@ -157,6 +157,7 @@ impl ProcLocal {
             let mut woken = self.woken.borrow_mut();
             poller.poll(Some(Duration::ZERO), &mut woken);
             drop(poller);
+            bump(&self.p.metrics.reactor_polls, 1);
             self.accept_woken(&mut woken);
         }
     }
@@ -174,6 +175,7 @@ impl ProcLocal {
         let mut woken = self.woken.borrow_mut();
         poller.poll(Some(Duration::ZERO), &mut woken);
         drop(poller);
+        bump(&self.p.metrics.reactor_polls, 1);
         let any = !woken.is_empty();
         self.accept_woken(&mut woken);
         any
@@ -226,6 +228,7 @@ impl ProcLocal {
         }
         let mut woken = self.woken.borrow_mut();
         ring.turn(&mut woken);
+        bump(&self.p.metrics.reactor_polls, 1);
         let any = !woken.is_empty();
         self.accept_woken(&mut woken);
         any
