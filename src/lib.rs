@@ -114,7 +114,9 @@ pub mod signal; // Unix signals as channel messages, through a thread of their o
 pub mod sync; // Mutex, RwLock, Condvar, Semaphore, WaitGroup, Barrier
 mod sys; // locks, the kernel's futex, libc's real functions: under everything
 pub mod task; // the task API: spawn, join, park, coroutine-locals, cancellation
-mod time; // sleep and user timers
+mod time;
+#[cfg(feature = "tracing")]
+pub mod trace; // with the `tracing` feature: task spans that follow their task // sleep and user timers
 
 pub use coroutine::stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use coroutine::stacks::DEFAULT_STACK_CACHE;

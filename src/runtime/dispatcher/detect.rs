@@ -491,6 +491,11 @@ impl Dispatcher {
                 // the stall report, which then find `blocked_since` set.
                 procs[i].blocked.store(true, Ordering::Release);
                 crate::runtime::processer::shared::bump(&procs[i].metrics.blocked_detections, 1);
+                #[cfg(feature = "tracing")]
+                crate::runtime::task::trace::blocked_event(
+                    procs[i].index,
+                    procs[i].switches.load(Ordering::Relaxed),
+                );
                 self.blocked.push(i);
                 self.shared
                     .dispatch

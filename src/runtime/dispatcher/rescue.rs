@@ -305,6 +305,8 @@ impl Dispatcher {
             }
             p.rescued
                 .fetch_add((tasks.len() - before) as u64, Ordering::Relaxed);
+            #[cfg(feature = "tracing")]
+            crate::runtime::task::trace::rescue_event(p.index, tasks.len() - before);
         }
         for t in &tasks {
             t.header().moved_at.store(stamp, Ordering::Relaxed);

@@ -50,6 +50,8 @@ use crate::runtime::context;
 use crate::runtime::processer::shared::{bump, Kind, ProcesserShared};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::live::{self, ShardOwner};
+#[cfg(feature = "tracing")]
+use crate::runtime::task::trace;
 use crate::runtime::task::unwind_bank;
 use crate::runtime::task::{self, Runnable, TaskHeader};
 
@@ -240,9 +242,18 @@ impl ProcLocal {
         if n.header().moved_at.load(Ordering::Relaxed) != 0 {
             n.header().moved_at.store(0, Ordering::Relaxed);
         }
-        let Some(t) = self.switched_in.replace(Some(n)) else {
+        #[allow(unused_mut)]
+        let Some(mut t) = self.switched_in.take() else {
             crate::sys::fatal::fatal("a direct switch with no task switched in");
         };
+        // The leaving task's spans off the thread, the arriving one's on
+        // (`task/trace.rs`).
+        #[cfg(feature = "tracing")]
+        {
+            trace::switch_out(&mut t.run().trace, false);
+            trace::switch_in(&mut n);
+        }
+        self.switched_in.set(Some(n));
         // `running` stays true: a task is switched in all along.
         self.count_switch(header);
         let d = &self.p.direct_switches;
@@ -343,6 +354,8 @@ impl ProcLocal {
                 unwind_bank::restore_at_switch_in(b);
             }
         }
+        #[cfg(feature = "tracing")]
+        trace::switch_in(&mut t);
         self.p.running.store(true, Ordering::Relaxed);
         self.count_switch(header);
         self.switched_in.set(Some(t));
@@ -353,9 +366,12 @@ impl ProcLocal {
         let (ctx, why) = unsafe { switch::resume(ctx, &mut slot as *mut EntrySlot as usize) };
         // The task that switched back: `t`, or the last of the tasks direct
         // switches went through after it (`processer/direct.rs`).
-        let Some(t) = self.switched_in.take() else {
+        #[allow(unused_mut)]
+        let Some(mut t) = self.switched_in.take() else {
             crate::sys::fatal::fatal("a task switched back with none switched in");
         };
+        #[cfg(feature = "tracing")]
+        trace::switch_out(&mut t.run().trace, why == Suspend::Done);
         self.current.set(std::ptr::null());
         self.p.running.store(false, Ordering::Relaxed);
         self.file(t, ctx, why);
@@ -407,6 +423,8 @@ impl ProcLocal {
             }
             Suspend::Park => {
                 bump(&self.p.metrics.parks, 1);
+                #[cfg(feature = "tracing")]
+                trace::park_event(t.header(), self.p.index);
                 t.run().ctx = Some(ctx);
                 t.set_parked_since(self.clock.get());
                 if let Some(t) = t.park() {

@@ -191,6 +191,11 @@ pub(crate) struct RunState {
     /// in the middle of an unwind, and the carriers that hold it while it
     /// runs (`task/unwind_bank.rs`). `None` for every task that never did.
     pub(crate) banked: Option<Box<Banked>>,
+    /// With the `tracing` feature: the task's span and the spans it had
+    /// entered when it last switched out (`task/trace.rs`). `None` until its
+    /// first switch in with a dispatcher set.
+    #[cfg(feature = "tracing")]
+    pub(crate) trace: Option<Box<crate::runtime::task::trace::TaskTrace>>,
 }
 
 /// The shared header of one task: the first field of its cell.
@@ -315,6 +320,8 @@ impl TaskHeader {
                 in_walk: false,
                 ontop_room: (usize::MAX, 0),
                 banked: None,
+                #[cfg(feature = "tracing")]
+                trace: None,
             }),
             locals: UnsafeCell::new(LocalMap::default()),
             spawned_at,
@@ -643,6 +650,8 @@ pub(crate) unsafe fn unpark_raw(header: *const TaskHeader) -> Option<Runnable> {
     // SAFETY: live per the contract.
     let h = unsafe { &*header };
     if h.park.unpark() {
+        #[cfg(feature = "tracing")]
+        crate::runtime::task::trace::wake_event(h);
         // SAFETY: Runnable::park leaked exactly one reference when the task
         // entered PARKED, and only one unpark can win PARKED -> EMPTY; that
         // winner (us) takes the reference back.

@@ -12,6 +12,7 @@
 //! | `live.rs` | the registry of live tasks that dumps read |
 //! | `cells.rs` | the per-thread cache (and process-wide depot) of task cells' memory |
 //! | `unwind_bank.rs` | panics belong to the task: its panic count leaves the thread with it |
+//! | `trace.rs` | with the `tracing` feature: the task's span, and the spans it entered, leave the thread with it |
 //!
 //! How it talks to the others: the layers above (the task API in
 //! `src/task/`, sync, channels, IO) park, wake and cancel a task only
@@ -24,6 +25,8 @@ mod header;
 pub(crate) mod live;
 pub(crate) mod park;
 pub(crate) mod park_state;
+#[cfg(feature = "tracing")]
+pub(crate) mod trace;
 pub(crate) mod unwind_bank;
 pub(crate) mod wait;
 
