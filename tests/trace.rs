@@ -184,7 +184,10 @@ fn each_event_carries_its_own_tasks_spans_across_interleaved_parks() {
     }
     // Both switch paths ran: through the loop, and task to task.
     let p = &s.stats().processers[0];
-    assert!(p.direct_switches > 0 && p.switches > p.direct_switches, "{p:?}");
+    assert!(
+        p.direct_switches > 0 && p.switches > p.direct_switches,
+        "{p:?}"
+    );
     s.shutdown();
 }
 

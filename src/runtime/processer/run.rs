@@ -242,18 +242,22 @@ impl ProcLocal {
         if n.header().moved_at.load(Ordering::Relaxed) != 0 {
             n.header().moved_at.store(0, Ordering::Relaxed);
         }
-        #[allow(unused_mut)]
-        let Some(mut t) = self.switched_in.take() else {
+        #[cfg(not(feature = "tracing"))]
+        let Some(t) = self.switched_in.replace(Some(n)) else {
             crate::sys::fatal::fatal("a direct switch with no task switched in");
         };
         // The leaving task's spans off the thread, the arriving one's on
         // (`task/trace.rs`).
         #[cfg(feature = "tracing")]
-        {
+        let t = {
+            let Some(mut t) = self.switched_in.take() else {
+                crate::sys::fatal::fatal("a direct switch with no task switched in");
+            };
             trace::switch_out(&mut t.run().trace, false);
             trace::switch_in(&mut n);
-        }
-        self.switched_in.set(Some(n));
+            self.switched_in.set(Some(n));
+            t
+        };
         // `running` stays true: a task is switched in all along.
         self.count_switch(header);
         let d = &self.p.direct_switches;
