@@ -10,6 +10,13 @@ use std::time::{Duration, Instant};
 use common::{wait_until, PATIENCE};
 use gofer::{go, Builder, ProcesserStats, Scheduler};
 
+/// Chaos mode (`GOFER_CHAOS_MIGRATE=1`, a CI step) moves every task that
+/// switches out through another Processer's queues: no next-task slot, and
+/// every requeue is a remote push.
+fn chaos() -> bool {
+    std::env::var_os("GOFER_CHAOS_MIGRATE").is_some_and(|v| v != "0")
+}
+
 fn one_processer(name: &str) -> Scheduler {
     Scheduler::builder()
         .min_threads(1)
@@ -52,8 +59,10 @@ fn yields_on_one_processer_count_exactly() {
     assert_eq!(after.parks - before.parks, 0);
     // The first run, then one switch in after each yield.
     assert_eq!(after.switches - before.switches, N + 1);
-    // Spawned from this plain thread: one push into its new queue.
-    assert_eq!(after.remote_pushes - before.remote_pushes, 1);
+    // Spawned from this plain thread: one push into its new queue (in
+    // chaos mode, one more per yield).
+    let chaos_pushes = if chaos() { N } else { 0 };
+    assert_eq!(after.remote_pushes - before.remote_pushes, 1 + chaos_pushes);
     assert_eq!(after.local_queue_depth, 0);
     assert_eq!(after.remote_queue_depth, 0);
     s.shutdown();
@@ -94,6 +103,9 @@ fn remote_pushes_from_a_plain_thread_are_counted() {
 
 #[test]
 fn a_child_that_wakes_its_parent_runs_it_from_the_next_task_slot() {
+    if chaos() {
+        return; // the wake-ups go through other Processers' queues
+    }
     let s = one_processer("metrics-next");
     let before = settle(&s);
     s.spawn(|| {
@@ -113,6 +125,9 @@ fn a_child_that_wakes_its_parent_runs_it_from_the_next_task_slot() {
 
 #[test]
 fn tasks_stolen_by_an_idle_processer_show_in_its_steals() {
+    if chaos() {
+        return; // the children are pushed to the other Processer, not stolen
+    }
     let s = Scheduler::builder()
         .min_threads(2)
         .max_threads(2)
