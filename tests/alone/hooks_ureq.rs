@@ -19,9 +19,9 @@
 //! Without the `hooks` feature this file compiles to nothing.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
-#[path = "../examples/common/http.rs"]
+#[path = "../../examples/common/http.rs"]
 mod http;
 
 use std::io::{Read, Write};
@@ -117,7 +117,9 @@ fn round(clients: &Scheduler, addr: std::net::SocketAddr) {
 
 #[test]
 fn five_hundred_tasks_use_ureq_against_the_example_server_without_blocking_a_thread() {
+    let _turn = crate::one_at_a_time();
     in_child(
+        module_path!(),
         "five_hundred_tasks_use_ureq_against_the_example_server_without_blocking_a_thread",
         || {
             // Two descriptors per connection, a connection per request.

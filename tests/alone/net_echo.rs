@@ -1,12 +1,12 @@
 //! Echo at scale: thousands of connections served by tasks on two
 //! Processers, with no thread ever judged blocked.
 //!
-//! Alone in its test binary: tests running beside it would share its two
-//! CPUs and the kernel's socket locks, and a thread waiting in the kernel
-//! for a lock that a preempted thread holds is, rightly, a blocked thread.
+//! Alone on the machine (the `alone` binary, its tests taking turns):
+//! tests running beside it would share its two CPUs and the kernel's
+//! socket locks, and a thread waiting in the kernel for a lock that a
+//! preempted thread holds is, rightly, a blocked thread.
 
-mod common;
-mod net_common;
+use crate::net_common;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -115,6 +115,7 @@ fn echo_round(s: &Scheduler, n: usize) {
 /// a warm process, must see no blocked thread at all.
 #[test]
 fn echo_with_thousands_of_connections_on_two_threads_never_blocks_a_thread() {
+    let _turn = crate::one_at_a_time();
     let n = echo_connections();
     grow_descriptor_table(2 * n + 128);
     let s = Scheduler::builder()

@@ -5,8 +5,8 @@
 //! cold: no stack mapped yet, the allocator's arenas not grown, no page of
 //! the heap touched.
 
-mod common;
-mod net_common;
+use crate::common;
+use crate::net_common;
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -109,6 +109,7 @@ fn cold_round() {
 #[test]
 #[ignore = "a glibc arena-lock wait behind a preempted thread is still counted in about 3 rounds in 40 (ARCHITECTURE.md, The Dispatcher)"]
 fn cold_echo_of_two_thousand_connections_never_counts_a_blocked_processer() {
+    let _turn = crate::one_at_a_time();
     if common::child_scenario().as_deref() == Some(CHILD) {
         cold_round();
         println!("CHILD-OK {CHILD}");
@@ -116,8 +117,9 @@ fn cold_echo_of_two_thousand_connections_never_counts_a_blocked_processer() {
     }
     let test = "cold_echo_of_two_thousand_connections_never_counts_a_blocked_processer";
     for round in 0..ROUNDS {
-        let out = common::run_child_watched(test, CHILD, &[], Duration::from_secs(120))
-            .unwrap_or_else(|| panic!("round {round} hung: the child was killed"));
+        let out =
+            common::run_child_watched(module_path!(), test, CHILD, &[], Duration::from_secs(120))
+                .unwrap_or_else(|| panic!("round {round} hung: the child was killed"));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && stdout.contains(&format!("CHILD-OK {CHILD}")),

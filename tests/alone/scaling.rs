@@ -4,8 +4,9 @@
 //! bookkeeping is O(n) per cycle.
 //!
 //! The bounds are generous (a shared 2-core machine); the figures are in
-//! `bench/benches/processers.rs`. This file holds one test so that no other test
-//! of the same binary adds to the process's CPU time while it measures.
+//! `bench/benches/processers.rs`. The test takes its turn
+//! (`one_at_a_time`), so that no other test of the same binary adds to the
+//! process's CPU time while it measures.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,7 @@ fn process_cpu() -> Duration {
 fn a_scheduler_with_2000_processers_builds_runs_1000_tasks_and_goes_idle() {
     const PROCS: usize = 2000;
     const TASKS: usize = 1000;
+    let _turn = crate::one_at_a_time();
 
     let start = Instant::now();
     let s = Scheduler::builder()

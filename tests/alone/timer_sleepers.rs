@@ -7,8 +7,8 @@
 //! machine is a loaded 2-core VM. The figures worth comparing live in
 //! `bench/benches/sleep.rs`; these tests print what they measured.
 
-mod common;
-mod net_common;
+use crate::common;
+use crate::net_common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,12 +26,10 @@ const NAP: Duration = Duration::from_millis(10);
 const P99_BOUND: Duration = Duration::from_millis(250);
 const MAX_BOUND: Duration = Duration::from_secs(1);
 
-/// The tests of this file take turns: each measures time, and the others'
-/// spinning and sleeping tasks would compete for the same two CPUs.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
+// The tests of this file take turns with every test of the binary
+// (`one_at_a_time`): each measures time, and the others' spinning and
+// sleeping tasks would compete for the same two CPUs.
+use crate::one_at_a_time;
 
 /// One sleeper's record: when it asked to wake and when it ran again.
 #[derive(Clone, Copy)]

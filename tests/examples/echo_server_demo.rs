@@ -6,7 +6,7 @@
 //! `listening on ADDR` line; every wait is on echoed bytes or on the server
 //! closing a connection, bounded by the sockets' timeouts.
 
-mod server_util;
+use crate::server_util;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};

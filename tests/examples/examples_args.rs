@@ -1,7 +1,7 @@
 //! The small examples take no options: `--help` prints their usage and
 //! exits 0, and any argument is an error that exits with code 2.
 
-mod server_util;
+use crate::server_util;
 
 use std::process::Command;
 

@@ -18,7 +18,7 @@
 //! The generator is a fixed-seed xorshift, so a failure repeats; set
 //! `KV_RESP_SEED` to try other seeds.
 
-#[path = "../examples/kv_server/resp.rs"]
+#[path = "../../examples/kv_server/resp.rs"]
 mod resp;
 
 use std::ops::Range;

@@ -9,7 +9,7 @@
 //! closing a connection, bounded by the sockets' timeouts. Waits on
 //! expiry poll with generous deadlines.
 
-mod server_util;
+use crate::server_util;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};

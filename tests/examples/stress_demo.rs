@@ -3,7 +3,7 @@
 //!
 //! The binary is `target/<profile>/examples/stress`, next to this test's
 //! own directory (`target/<profile>/deps`). A full `cargo test` builds
-//! examples before it runs tests; `cargo test --test stress_demo` does not,
+//! examples before it runs tests; `cargo test --test examples` does not,
 //! so the test asks cargo to build the example first (a no-op when it is up
 //! to date).
 

@@ -5,7 +5,7 @@
 //! Each run has a watchdog: a worker that missed the stop would keep the
 //! example running, and the test kills it and fails.
 
-mod server_util;
+use crate::server_util;
 
 use server_util::{assert_refused, run_within};
 

@@ -12,7 +12,7 @@
 //! Without the feature this file compiles to nothing.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
 use std::cell::UnsafeCell;
 use std::path::PathBuf;
@@ -33,7 +33,7 @@ fn in_child_within(test: &str, limit: Duration, body: impl FnOnce()) {
         println!("CHILD-OK {test}");
         return;
     }
-    let out = common::run_child_watched(test, test, &[], limit)
+    let out = common::run_child_watched(module_path!(), test, test, &[], limit)
         .unwrap_or_else(|| panic!("{test} hung: the child was killed after {limit:?}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -289,6 +289,7 @@ const SQLITE_ROWS: usize = 10;
 #[test]
 fn sqlite_with_a_connection_per_task_completes_on_two_processers() {
     common::in_child(
+        module_path!(),
         "sqlite_with_a_connection_per_task_completes_on_two_processers",
         || {
             let dir = temp_path("sqlite");

@@ -20,7 +20,7 @@
 //! Without the feature this file compiles to nothing.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
 use std::any::Any;
 use std::fmt::Debug;
@@ -187,7 +187,9 @@ fn run_mode<T: Debug + 'static>(mode: Mode, check: fn(Mode) -> T) -> String {
 }
 
 fn outcome_in_child(test: &str, mode: Mode) -> String {
-    let Some(out) = common::run_child_watched(test, &format!("{mode:?}"), &[], MODE_LIMIT) else {
+    let Some(out) =
+        common::run_child_watched(module_path!(), test, &format!("{mode:?}"), &[], MODE_LIMIT)
+    else {
         return format!("hung: killed after {MODE_LIMIT:?}");
     };
     let stdout = String::from_utf8_lossy(&out.stdout);

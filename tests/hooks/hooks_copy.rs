@@ -12,7 +12,7 @@
 //! Without the feature this file compiles to nothing.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -35,9 +35,12 @@ fn in_child(test: &str, body: impl FnOnce()) {
         println!("CHILD-OK {test}");
         return;
     }
-    let out = common::run_child_watched(test, test, &[], LIMIT).unwrap_or_else(|| {
-        panic!("{test} hung: the copy blocked the only Processer (child killed after {LIMIT:?})")
-    });
+    let out =
+        common::run_child_watched(module_path!(), test, test, &[], LIMIT).unwrap_or_else(|| {
+            panic!(
+                "{test} hung: the copy blocked the only Processer (child killed after {LIMIT:?})"
+            )
+        });
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains(&format!("CHILD-OK {test}")),

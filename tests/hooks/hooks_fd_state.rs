@@ -14,7 +14,7 @@
 //! feature this file compiles to nothing.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
@@ -176,6 +176,7 @@ fn pipe() -> (File, File) {
 #[test]
 fn a_tcp_stream_tasks_waited_on_stays_blocking_in_the_kernel() {
     in_child(
+        module_path!(),
         "a_tcp_stream_tasks_waited_on_stays_blocking_in_the_kernel",
         || {
             let (a, b) = tcp_pair();
@@ -188,6 +189,7 @@ fn a_tcp_stream_tasks_waited_on_stays_blocking_in_the_kernel() {
 #[test]
 fn a_unix_stream_tasks_waited_on_stays_blocking_in_the_kernel() {
     in_child(
+        module_path!(),
         "a_unix_stream_tasks_waited_on_stays_blocking_in_the_kernel",
         || {
             let (a, b) = UnixStream::pair().expect("socketpair");
@@ -200,6 +202,7 @@ fn a_unix_stream_tasks_waited_on_stays_blocking_in_the_kernel() {
 #[test]
 fn a_pipe_tasks_waited_on_stays_blocking_in_the_kernel() {
     in_child(
+        module_path!(),
         "a_pipe_tasks_waited_on_stays_blocking_in_the_kernel",
         || {
             let (r, w) = pipe();
@@ -212,6 +215,7 @@ fn a_pipe_tasks_waited_on_stays_blocking_in_the_kernel() {
 #[test]
 fn a_listener_and_a_udp_socket_tasks_waited_on_stay_blocking_in_the_kernel() {
     in_child(
+        module_path!(),
         "a_listener_and_a_udp_socket_tasks_waited_on_stay_blocking_in_the_kernel",
         || {
             let s = sched("fdlisten");
@@ -359,6 +363,7 @@ where
 #[test]
 fn a_tcp_clone_made_before_a_task_used_the_socket_blocks_on_a_plain_thread() {
     in_child(
+        module_path!(),
         "a_tcp_clone_made_before_a_task_used_the_socket_blocks_on_a_plain_thread",
         || {
             // The accepted end: no hooked call (connect) has touched it.
@@ -372,6 +377,7 @@ fn a_tcp_clone_made_before_a_task_used_the_socket_blocks_on_a_plain_thread() {
 #[test]
 fn a_unix_clone_made_before_a_task_used_the_socket_blocks_on_a_plain_thread() {
     in_child(
+        module_path!(),
         "a_unix_clone_made_before_a_task_used_the_socket_blocks_on_a_plain_thread",
         || {
             let (a, b) = UnixStream::pair().expect("socketpair");

@@ -17,7 +17,7 @@
 //! Without the feature this file compiles to nothing.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -117,6 +117,7 @@ fn all_clients_complete(sched: &gofer::Scheduler, tasks: usize) {
 #[test]
 fn tokio_clients_in_tasks_of_one_processer_all_complete() {
     common::in_child(
+        module_path!(),
         "tokio_clients_in_tasks_of_one_processer_all_complete",
         || {
             let sched = common::fixed_scheduler(1);
@@ -128,15 +129,19 @@ fn tokio_clients_in_tasks_of_one_processer_all_complete() {
 
 #[test]
 fn many_tokio_clients_on_two_processers_all_complete() {
-    common::in_child("many_tokio_clients_on_two_processers_all_complete", || {
-        let sched = gofer::Scheduler::builder()
-            .min_threads(2)
-            .max_threads(4)
-            .build()
-            .expect("a scheduler");
-        all_clients_complete(&sched, 50);
-        sched.shutdown();
-    });
+    common::in_child(
+        module_path!(),
+        "many_tokio_clients_on_two_processers_all_complete",
+        || {
+            let sched = gofer::Scheduler::builder()
+                .min_threads(2)
+                .max_threads(4)
+                .build()
+                .expect("a scheduler");
+            all_clients_complete(&sched, 50);
+            sched.shutdown();
+        },
+    );
 }
 
 thread_local! {
@@ -269,6 +274,7 @@ fn epoll_on(r: [i32; 2], pwait: bool) -> i32 {
 #[test]
 fn waits_on_an_epoll_instance_or_several_descriptors_let_no_sibling_run() {
     common::in_child(
+        module_path!(),
         "waits_on_an_epoll_instance_or_several_descriptors_let_no_sibling_run",
         || {
             assert_alone("epoll_wait", |r| epoll_on(r, false));
@@ -366,38 +372,42 @@ fn sibling_runs_during_one_descriptor_wait(wait: fn(i32) -> i32) -> (i32, bool) 
 
 #[test]
 fn a_wait_on_one_descriptor_still_parks_the_task() {
-    common::in_child("a_wait_on_one_descriptor_still_parks_the_task", || {
-        let poll_one = |fd| {
-            let mut p = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
+    common::in_child(
+        module_path!(),
+        "a_wait_on_one_descriptor_still_parks_the_task",
+        || {
+            let poll_one = |fd| {
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one live pollfd.
+                unsafe { libc::poll(&mut p, 1, 5_000) }
             };
-            // SAFETY: one live pollfd.
-            unsafe { libc::poll(&mut p, 1, 5_000) }
-        };
-        assert_eq!(
-            sibling_runs_during_one_descriptor_wait(poll_one),
-            (1, true),
-            "poll on one pipe"
-        );
-        let ppoll_one = |fd| {
-            let mut p = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
+            assert_eq!(
+                sibling_runs_during_one_descriptor_wait(poll_one),
+                (1, true),
+                "poll on one pipe"
+            );
+            let ppoll_one = |fd| {
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let ts = libc::timespec {
+                    tv_sec: 5,
+                    tv_nsec: 0,
+                };
+                // SAFETY: one live pollfd, a live timespec, no mask.
+                unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) }
             };
-            let ts = libc::timespec {
-                tv_sec: 5,
-                tv_nsec: 0,
-            };
-            // SAFETY: one live pollfd, a live timespec, no mask.
-            unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) }
-        };
-        assert_eq!(
-            sibling_runs_during_one_descriptor_wait(ppoll_one),
-            (1, true),
-            "ppoll on one pipe"
-        );
-    });
+            assert_eq!(
+                sibling_runs_during_one_descriptor_wait(ppoll_one),
+                (1, true),
+                "ppoll on one pipe"
+            );
+        },
+    );
 }

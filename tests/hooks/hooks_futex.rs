@@ -11,7 +11,7 @@
 //! Without the feature this file compiles to nothing.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock, RwLock};
@@ -36,6 +36,7 @@ fn errno() -> i32 {
 #[test]
 fn two_tasks_contending_a_std_mutex_on_one_processer_both_finish() {
     in_child(
+        module_path!(),
         "two_tasks_contending_a_std_mutex_on_one_processer_both_finish",
         || {
             let s = fixed_scheduler(1);
@@ -75,6 +76,7 @@ fn two_tasks_contending_a_std_mutex_on_one_processer_both_finish() {
 #[test]
 fn two_tasks_of_one_processer_waiting_on_std_channels_at_once_both_finish() {
     in_child(
+        module_path!(),
         "two_tasks_of_one_processer_waiting_on_std_channels_at_once_both_finish",
         || {
             let s = fixed_scheduler(1);
@@ -101,6 +103,7 @@ fn two_tasks_of_one_processer_waiting_on_std_channels_at_once_both_finish() {
 #[test]
 fn std_condvar_wait_and_notify_between_tasks_on_one_processer() {
     in_child(
+        module_path!(),
         "std_condvar_wait_and_notify_between_tasks_on_one_processer",
         || {
             let s = fixed_scheduler(1);
@@ -138,6 +141,7 @@ fn std_condvar_wait_and_notify_between_tasks_on_one_processer() {
 #[test]
 fn std_rwlock_readers_and_writers_on_one_processer_all_finish() {
     in_child(
+        module_path!(),
         "std_rwlock_readers_and_writers_on_one_processer_all_finish",
         || {
             let s = fixed_scheduler(1);
@@ -184,6 +188,7 @@ fn std_rwlock_readers_and_writers_on_one_processer_all_finish() {
 #[test]
 fn oncelock_init_racing_between_tasks_on_one_processer_runs_once() {
     in_child(
+        module_path!(),
         "oncelock_init_racing_between_tasks_on_one_processer_runs_once",
         || {
             let s = fixed_scheduler(1);
@@ -225,6 +230,7 @@ fn oncelock_init_racing_between_tasks_on_one_processer_runs_once() {
 #[test]
 fn tasks_of_one_processer_contending_parking_lot_locks_held_by_threads_all_finish() {
     in_child(
+        module_path!(),
         "tasks_of_one_processer_contending_parking_lot_locks_held_by_threads_all_finish",
         || {
             let s = fixed_scheduler(1);
@@ -335,6 +341,7 @@ fn timed_wait_parks_only_the_task(op: i32, absolute: bool) {
 #[test]
 fn a_timed_futex_wait_in_a_task_times_out_without_blocking_the_thread() {
     in_child(
+        module_path!(),
         "a_timed_futex_wait_in_a_task_times_out_without_blocking_the_thread",
         || {
             timed_wait_parks_only_the_task(libc::FUTEX_WAIT, false);
@@ -346,6 +353,7 @@ fn a_timed_futex_wait_in_a_task_times_out_without_blocking_the_thread() {
 #[test]
 fn a_futex_wait_in_a_task_on_a_changed_word_fails_with_eagain() {
     in_child(
+        module_path!(),
         "a_futex_wait_in_a_task_on_a_changed_word_fails_with_eagain",
         || {
             let s = fixed_scheduler(1);
@@ -375,6 +383,7 @@ fn a_futex_wait_in_a_task_on_a_changed_word_fails_with_eagain() {
 #[test]
 fn a_task_waiting_on_a_mutex_held_by_a_plain_thread_wakes_at_its_unlock() {
     in_child(
+        module_path!(),
         "a_task_waiting_on_a_mutex_held_by_a_plain_thread_wakes_at_its_unlock",
         || {
             let s = fixed_scheduler(1);
@@ -410,6 +419,7 @@ fn a_task_waiting_on_a_mutex_held_by_a_plain_thread_wakes_at_its_unlock() {
 #[test]
 fn a_plain_thread_waiting_on_a_mutex_held_by_a_task_wakes_at_its_unlock() {
     in_child(
+        module_path!(),
         "a_plain_thread_waiting_on_a_mutex_held_by_a_task_wakes_at_its_unlock",
         || {
             let s = fixed_scheduler(1);
@@ -454,6 +464,7 @@ fn other_syscalls_pass_through() {
 #[test]
 fn other_system_calls_through_syscall_pass_through_unchanged() {
     in_child(
+        module_path!(),
         "other_system_calls_through_syscall_pass_through_unchanged",
         || {
             other_syscalls_pass_through();
@@ -780,6 +791,7 @@ fn conformance_cases() -> Vec<(String, Box<dyn Fn() -> Answer + Send + Sync>)> {
 #[test]
 fn raw_futex_calls_in_a_task_answer_as_the_kernel_does_on_a_plain_thread() {
     in_child(
+        module_path!(),
         "raw_futex_calls_in_a_task_answer_as_the_kernel_does_on_a_plain_thread",
         || {
             let on_thread: Vec<(String, Answer)> = std::thread::spawn(|| {
@@ -901,6 +913,7 @@ fn wake_three_with(count: u32, tasks: bool) -> (libc::c_long, usize) {
 #[test]
 fn futex_wake_counts_wake_as_many_tasks_as_the_kernel_wakes_threads() {
     in_child(
+        module_path!(),
         "futex_wake_counts_wake_as_many_tasks_as_the_kernel_wakes_threads",
         || {
             for count in [0u32, 1, 2, i32::MAX as u32, u32::MAX] {

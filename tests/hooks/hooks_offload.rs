@@ -16,7 +16,7 @@
 //! Without the feature this file compiles to nothing.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::ToSocketAddrs;
@@ -116,6 +116,7 @@ fn assert_small_gap(what: &str, gap: Duration, waited: Duration) {
 #[test]
 fn a_flock_waiting_for_another_process_leaves_the_thread() {
     common::in_child(
+        module_path!(),
         "a_flock_waiting_for_another_process_leaves_the_thread",
         || {
             let path = temp_path("flock");
@@ -149,15 +150,19 @@ fn a_flock_waiting_for_another_process_leaves_the_thread() {
 
 #[test]
 fn a_waitpid_for_a_child_leaves_the_thread() {
-    common::in_child("a_waitpid_for_a_child_leaves_the_thread", || {
-        let (gap, (status, waited)) = worst_gap_during(|| {
-            let t = Instant::now();
-            let s = std::process::Command::new("sleep").arg("0.3").status();
-            (s.map(|s| s.success()).ok(), t.elapsed())
-        });
-        assert_eq!(status, Some(true));
-        assert_small_gap("waitpid", gap, waited);
-    });
+    common::in_child(
+        module_path!(),
+        "a_waitpid_for_a_child_leaves_the_thread",
+        || {
+            let (gap, (status, waited)) = worst_gap_during(|| {
+                let t = Instant::now();
+                let s = std::process::Command::new("sleep").arg("0.3").status();
+                (s.map(|s| s.success()).ok(), t.elapsed())
+            });
+            assert_eq!(status, Some(true));
+            assert_small_gap("waitpid", gap, waited);
+        },
+    );
 }
 
 fn pipe() -> (i32, i32) {
@@ -169,40 +174,44 @@ fn pipe() -> (i32, i32) {
 
 #[test]
 fn a_ppoll_on_a_pipe_leaves_the_thread() {
-    common::in_child("a_ppoll_on_a_pipe_leaves_the_thread", || {
-        let (r, w) = pipe();
-        // A plain thread writes to the pipe once the ppoll began.
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let writer = std::thread::spawn(move || {
-            go_rx.recv().unwrap();
-            std::thread::sleep(BLOCK);
-            // SAFETY: one byte from a live buffer.
-            unsafe { libc::write(w, b"x".as_ptr().cast(), 1) };
-        });
-        let (gap, (n, revents, waited)) = worst_gap_during(move || {
-            let mut fd = libc::pollfd {
-                fd: r,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ts = libc::timespec {
-                tv_sec: 10,
-                tv_nsec: 0,
-            };
-            go_tx.send(()).unwrap();
-            let t = Instant::now();
-            // SAFETY: one live pollfd, a live timespec, no mask.
-            let n = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
-            (n, fd.revents, t.elapsed())
-        });
-        writer.join().unwrap();
-        assert_eq!((n, revents), (1, libc::POLLIN));
-        for fd in [r, w] {
-            // SAFETY: descriptors this test made.
-            unsafe { libc::close(fd) };
-        }
-        assert_small_gap("ppoll on a pipe", gap, waited);
-    });
+    common::in_child(
+        module_path!(),
+        "a_ppoll_on_a_pipe_leaves_the_thread",
+        || {
+            let (r, w) = pipe();
+            // A plain thread writes to the pipe once the ppoll began.
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let writer = std::thread::spawn(move || {
+                go_rx.recv().unwrap();
+                std::thread::sleep(BLOCK);
+                // SAFETY: one byte from a live buffer.
+                unsafe { libc::write(w, b"x".as_ptr().cast(), 1) };
+            });
+            let (gap, (n, revents, waited)) = worst_gap_during(move || {
+                let mut fd = libc::pollfd {
+                    fd: r,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                let ts = libc::timespec {
+                    tv_sec: 10,
+                    tv_nsec: 0,
+                };
+                go_tx.send(()).unwrap();
+                let t = Instant::now();
+                // SAFETY: one live pollfd, a live timespec, no mask.
+                let n = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
+                (n, fd.revents, t.elapsed())
+            });
+            writer.join().unwrap();
+            assert_eq!((n, revents), (1, libc::POLLIN));
+            for fd in [r, w] {
+                // SAFETY: descriptors this test made.
+                unsafe { libc::close(fd) };
+            }
+            assert_small_gap("ppoll on a pipe", gap, waited);
+        },
+    );
 }
 
 /// How many tasks [`reading_files_and_resolving_names_in_many_tasks_leave_the_processers_unblocked`] starts.
@@ -225,6 +234,7 @@ const BURST_POOL_BOUND: usize = 128;
 #[test]
 fn reading_files_and_resolving_names_in_many_tasks_leave_the_processers_unblocked() {
     common::in_child(
+        module_path!(),
         "reading_files_and_resolving_names_in_many_tasks_leave_the_processers_unblocked",
         || {
             let path = temp_path("64k");
@@ -277,6 +287,7 @@ fn reading_files_and_resolving_names_in_many_tasks_leave_the_processers_unblocke
 #[test]
 fn a_file_read_made_inside_unblock_goes_straight_to_libc_on_the_pool_thread() {
     common::in_child(
+        module_path!(),
         "a_file_read_made_inside_unblock_goes_straight_to_libc_on_the_pool_thread",
         || {
             let path = temp_path("in-unblock");

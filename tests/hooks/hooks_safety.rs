@@ -8,7 +8,7 @@
 //! they guard against are hangs and aborts.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -64,6 +64,7 @@ fn os_nonblocking(fd: RawFd) -> bool {
 #[test]
 fn a_forked_child_closing_a_descriptor_leaves_the_parents_waiter_alone() {
     in_child(
+        module_path!(),
         "a_forked_child_closing_a_descriptor_leaves_the_parents_waiter_alone",
         || {
             let s = sched("fork-close");
@@ -107,55 +108,59 @@ fn a_forked_child_closing_a_descriptor_leaves_the_parents_waiter_alone() {
 
 #[test]
 fn a_forked_child_never_runs_the_parents_tasks() {
-    in_child("a_forked_child_never_runs_the_parents_tasks", || {
-        let s = sched("fork-sleep");
-        let me = std::process::id();
-        for round in 0..5 {
-            let (r, w) = pipe();
-            let w = std::sync::Arc::new(File::from(w));
-            let status = s
-                .spawn(move || {
-                    // Tasks queued on this Processer when it forks: in the
-                    // child, a sleep in pre_exec must not let them run.
-                    for _ in 0..8 {
-                        let w = w.clone();
-                        gofer::spawn(move || {
-                            let pid = std::process::id();
-                            (&*w).write_all(&pid.to_ne_bytes()).unwrap();
-                        });
-                    }
-                    // SAFETY: std::thread::sleep in the child is a plain
-                    // nanosleep (with the fix), async-signal-safe.
-                    unsafe {
-                        Command::new("true")
-                            .pre_exec(|| {
-                                std::thread::sleep(Duration::from_millis(20));
-                                Ok(())
-                            })
-                            .status()
-                    }
-                })
-                .join()
-                .unwrap()
-                .expect("run true");
-            assert!(status.success(), "round {round}: {status:?}");
-            // Every writer (and its clone of the write end) is gone once
-            // this reads end of file.
-            let mut pids = Vec::new();
-            wait_parked(&s);
-            File::from(r).read_to_end(&mut pids).unwrap();
-            let pids: Vec<u32> = pids
-                .chunks(4)
-                .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
-                .collect();
-            assert_eq!(pids.len(), 8, "round {round}: {pids:?}");
-            assert!(
-                pids.iter().all(|&p| p == me),
-                "round {round}: a task ran in the child: {pids:?} (parent {me})"
-            );
-        }
-        s.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "a_forked_child_never_runs_the_parents_tasks",
+        || {
+            let s = sched("fork-sleep");
+            let me = std::process::id();
+            for round in 0..5 {
+                let (r, w) = pipe();
+                let w = std::sync::Arc::new(File::from(w));
+                let status = s
+                    .spawn(move || {
+                        // Tasks queued on this Processer when it forks: in the
+                        // child, a sleep in pre_exec must not let them run.
+                        for _ in 0..8 {
+                            let w = w.clone();
+                            gofer::spawn(move || {
+                                let pid = std::process::id();
+                                (&*w).write_all(&pid.to_ne_bytes()).unwrap();
+                            });
+                        }
+                        // SAFETY: std::thread::sleep in the child is a plain
+                        // nanosleep (with the fix), async-signal-safe.
+                        unsafe {
+                            Command::new("true")
+                                .pre_exec(|| {
+                                    std::thread::sleep(Duration::from_millis(20));
+                                    Ok(())
+                                })
+                                .status()
+                        }
+                    })
+                    .join()
+                    .unwrap()
+                    .expect("run true");
+                assert!(status.success(), "round {round}: {status:?}");
+                // Every writer (and its clone of the write end) is gone once
+                // this reads end of file.
+                let mut pids = Vec::new();
+                wait_parked(&s);
+                File::from(r).read_to_end(&mut pids).unwrap();
+                let pids: Vec<u32> = pids
+                    .chunks(4)
+                    .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+                    .collect();
+                assert_eq!(pids.len(), 8, "round {round}: {pids:?}");
+                assert!(
+                    pids.iter().all(|&p| p == me),
+                    "round {round}: a task ran in the child: {pids:?} (parent {me})"
+                );
+            }
+            s.shutdown();
+        },
+    );
 }
 
 /// Lines each printing task writes; 40 tasks write 400 KiB, several times
@@ -190,6 +195,7 @@ fn check_lines(out: &[u8], test: &str) {
 /// succeeded.
 fn run_printer(test: &str) -> std::process::Output {
     let out = common::run_child_watched_late(
+        module_path!(),
         test,
         test,
         &[],
@@ -259,6 +265,7 @@ fn printing_and_panicking_tasks_on_a_full_stderr_pipe_do_not_abort() {
 #[test]
 fn a_failed_dup2_or_dup3_leaves_the_target_and_its_waiter_alone() {
     in_child(
+        module_path!(),
         "a_failed_dup2_or_dup3_leaves_the_target_and_its_waiter_alone",
         || {
             let s = sched("dup-fail");
@@ -303,6 +310,7 @@ fn a_failed_dup2_or_dup3_leaves_the_target_and_its_waiter_alone() {
 #[test]
 fn a_unix_connect_to_a_full_listener_waits_as_on_a_thread() {
     in_child(
+        module_path!(),
         "a_unix_connect_to_a_full_listener_waits_as_on_a_thread",
         || {
             let path = std::env::temp_dir().join(format!("gofer-full-{}.sock", std::process::id()));
@@ -352,6 +360,7 @@ fn a_unix_connect_to_a_full_listener_waits_as_on_a_thread() {
 #[test]
 fn a_hooked_std_socket_wrapped_in_gofer_net_shares_its_registration() {
     in_child(
+        module_path!(),
         "a_hooked_std_socket_wrapped_in_gofer_net_shares_its_registration",
         || {
             let s = sched("wrap");

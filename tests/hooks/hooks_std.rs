@@ -9,7 +9,7 @@
 //! Without the feature this file compiles to nothing.
 #![cfg(feature = "hooks")]
 
-mod common;
+use crate::common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::mem::ManuallyDrop;
@@ -99,6 +99,7 @@ fn echo(mut c: TcpStream) -> std::io::Result<u64> {
 #[test]
 fn a_thousand_tasks_use_std_tcp_streams_on_two_threads_without_blocking_them() {
     in_child(
+        module_path!(),
         "a_thousand_tasks_use_std_tcp_streams_on_two_threads_without_blocking_them",
         || {
             // Up to 8 threads: were the hooks not working, the Dispatcher
@@ -159,6 +160,7 @@ fn a_thousand_tasks_use_std_tcp_streams_on_two_threads_without_blocking_them() {
 #[test]
 fn ten_thousand_std_sleeps_of_10ms_on_two_threads_overlap() {
     in_child(
+        module_path!(),
         "ten_thousand_std_sleeps_of_10ms_on_two_threads_overlap",
         || {
             const N: usize = 10_000;
@@ -212,6 +214,7 @@ fn ten_thousand_std_sleeps_of_10ms_on_two_threads_overlap() {
 #[test]
 fn so_rcvtimeo_expires_with_would_block_while_other_tasks_run() {
     in_child(
+        module_path!(),
         "so_rcvtimeo_expires_with_would_block_while_other_tasks_run",
         || {
             const TIMEOUT: Duration = Duration::from_millis(300);
@@ -261,6 +264,7 @@ fn so_rcvtimeo_expires_with_would_block_while_other_tasks_run() {
 #[test]
 fn so_sndtimeo_expires_with_would_block_while_other_tasks_run() {
     in_child(
+        module_path!(),
         "so_sndtimeo_expires_with_would_block_while_other_tasks_run",
         || {
             const TIMEOUT: Duration = Duration::from_millis(300);
@@ -318,6 +322,7 @@ const NOT_YOURS: &[u8] = b"not for the old reader";
 #[test]
 fn close_wakes_a_task_parked_on_the_descriptor_with_ebadf_even_if_the_number_is_reused() {
     in_child(
+        module_path!(),
         "close_wakes_a_task_parked_on_the_descriptor_with_ebadf_even_if_the_number_is_reused",
         || {
             // One thread: while the closer runs, the reader cannot be in
@@ -385,6 +390,7 @@ fn close_wakes_a_task_parked_on_the_descriptor_with_ebadf_even_if_the_number_is_
 #[test]
 fn close_from_another_thread_races_parked_readers_on_two_threads_without_a_hang() {
     in_child(
+        module_path!(),
         "close_from_another_thread_races_parked_readers_on_two_threads_without_a_hang",
         || {
             // The reader and the closer on two Processers: the close may
@@ -432,6 +438,7 @@ fn close_from_another_thread_races_parked_readers_on_two_threads_without_a_hang(
 #[test]
 fn a_socket_the_program_made_non_blocking_keeps_returning_would_block_in_a_task() {
     in_child(
+        module_path!(),
         "a_socket_the_program_made_non_blocking_keeps_returning_would_block_in_a_task",
         || {
             let s = sched("hnonb", 1, 1);
@@ -495,6 +502,7 @@ fn a_socket_the_program_made_non_blocking_keeps_returning_would_block_in_a_task(
 #[test]
 fn connect_in_a_task_reports_refusal_and_connect_timeout_works() {
     in_child(
+        module_path!(),
         "connect_in_a_task_reports_refusal_and_connect_timeout_works",
         || {
             let s = sched("hconn", 1, 1);
@@ -532,6 +540,7 @@ fn connect_in_a_task_reports_refusal_and_connect_timeout_works() {
 #[test]
 fn a_task_whose_std_socket_never_makes_it_wait_still_lets_others_run() {
     in_child(
+        module_path!(),
         "a_task_whose_std_socket_never_makes_it_wait_still_lets_others_run",
         || {
             // One thread, and 64 KiB already waiting to be read a byte at a
@@ -584,6 +593,7 @@ fn a_task_whose_std_socket_never_makes_it_wait_still_lets_others_run() {
 #[test]
 fn plain_threads_keep_std_behaviour_even_on_sockets_tasks_used() {
     in_child(
+        module_path!(),
         "plain_threads_keep_std_behaviour_even_on_sockets_tasks_used",
         || {
             const TIMEOUT: Duration = Duration::from_millis(150);

@@ -6,7 +6,7 @@
 //! grow. Each check runs in a fresh child process, whose table starts
 //! small, and sets the limit it needs there.
 
-mod common;
+use crate::common;
 
 use gofer::{ConfigError, Scheduler, MAX_RESERVE_DESCRIPTORS};
 
@@ -56,6 +56,7 @@ fn assert_small_table(n: usize) -> usize {
 #[test]
 fn building_with_a_reserve_sizes_the_descriptor_table_before_the_processers_run() {
     common::in_child(
+        module_path!(),
         "building_with_a_reserve_sizes_the_descriptor_table_before_the_processers_run",
         || {
             let want = set_soft_nofile_limit(8192) as usize;
@@ -80,6 +81,7 @@ fn building_with_a_reserve_sizes_the_descriptor_table_before_the_processers_run(
 #[test]
 fn the_default_reserve_sizes_the_table_for_the_soft_limit() {
     common::in_child(
+        module_path!(),
         "the_default_reserve_sizes_the_table_for_the_soft_limit",
         || {
             // Below the default reserve (65,536): the limit is what counts.
@@ -104,6 +106,7 @@ fn the_default_reserve_sizes_the_table_for_the_soft_limit() {
 #[test]
 fn a_reserve_above_the_soft_limit_is_lowered_to_it_and_build_succeeds() {
     common::in_child(
+        module_path!(),
         "a_reserve_above_the_soft_limit_is_lowered_to_it_and_build_succeeds",
         || {
             let limit = set_soft_nofile_limit(3000) as usize;
@@ -127,17 +130,21 @@ fn a_reserve_above_the_soft_limit_is_lowered_to_it_and_build_succeeds() {
 
 #[test]
 fn a_zero_reserve_leaves_the_table_alone() {
-    common::in_child("a_zero_reserve_leaves_the_table_alone", || {
-        set_soft_nofile_limit(8192);
-        let before = assert_small_table(8192);
-        let s = Scheduler::builder()
-            .min_threads(1)
-            .reserve_descriptors(0)
-            .build()
-            .expect("a scheduler");
-        assert_eq!(fd_table_size(), before, "a zero reserve grew the table");
-        s.shutdown();
-    });
+    common::in_child(
+        module_path!(),
+        "a_zero_reserve_leaves_the_table_alone",
+        || {
+            set_soft_nofile_limit(8192);
+            let before = assert_small_table(8192);
+            let s = Scheduler::builder()
+                .min_threads(1)
+                .reserve_descriptors(0)
+                .build()
+                .expect("a scheduler");
+            assert_eq!(fd_table_size(), before, "a zero reserve grew the table");
+            s.shutdown();
+        },
+    );
 }
 
 #[test]

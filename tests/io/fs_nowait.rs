@@ -5,7 +5,7 @@
 //! a file dropped from the cache, a read at and across the end of the
 //! file, and a pipe; and a cached read starts no blocking-pool thread.
 
-mod common;
+use crate::common;
 
 use std::io::{IoSliceMut, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
@@ -229,6 +229,7 @@ fn read_in_task(s: &Scheduler, path: &Path) -> Vec<u8> {
 #[test]
 fn a_proc_file_does_not_switch_the_page_cache_reads_off_for_other_files() {
     common::in_child(
+        module_path!(),
         "a_proc_file_does_not_switch_the_page_cache_reads_off_for_other_files",
         proc_file_then_regular_file,
     );

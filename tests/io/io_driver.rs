@@ -3,7 +3,7 @@
 //! scenario runs in a child process with `GOFER_IO` set (or removed) for it,
 //! so that the variable never leaks into other tests.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ fn with_gofer_io(test: &str, gofer_io: Option<&str>, body: impl FnOnce()) {
         return;
     }
     let out = run_child_watched(
+        module_path!(),
         test,
         test,
         &[("GOFER_IO", gofer_io)],
@@ -191,6 +192,7 @@ fn a_non_utf8_gofer_io_is_a_config_error_naming_the_variable() {
         return;
     }
     let out = common::run_child_watched_os(
+        module_path!(),
         test,
         test,
         &[("GOFER_IO", OsStr::from_bytes(b"ur\xffing"))],

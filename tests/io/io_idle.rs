@@ -5,8 +5,8 @@
 //! not count: the process's CPU time (user + system, `getrusage`) over one
 //! second with every task parked.
 
-mod common;
-mod net_common;
+use crate::common;
+use crate::net_common;
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ fn an_idle_scheduler_with_open_sockets_uses_almost_no_cpu() {
         idle_scenario();
         return;
     }
-    let out = run_child_watched(TEST, "idle", &[], Duration::from_secs(120))
+    let out = run_child_watched(module_path!(), TEST, "idle", &[], Duration::from_secs(120))
         .unwrap_or_else(|| panic!("the child hung (killed by the watchdog)"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -4,8 +4,8 @@
 //! Processer's ring, with the epoll path's errors and timeouts. Each scenario runs
 //! in a child process under a watchdog: a lost completion would hang it.
 
-mod common;
-mod net_common;
+use crate::common;
+use crate::net_common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr};
@@ -17,7 +17,7 @@ use std::time::Duration;
 /// bound to its Processer and chaos mode binds none, so these scenarios,
 /// which check that a ring carried the IO, would test nothing there.
 fn in_child(test: &str, body: impl FnOnce()) {
-    common::in_child_with_env(test, &[("GOFER_CHAOS_MIGRATE", None)], body)
+    common::in_child_with_env(module_path!(), test, &[("GOFER_CHAOS_MIGRATE", None)], body)
 }
 use gofer::net::{TcpListener, TcpStream};
 use gofer::{ConfigError, IoDriver, Scheduler};

@@ -3,8 +3,7 @@
 //! parks and its thread stays free, from a thread the thread blocks; with a
 //! timeout they give `TimedOut`, never earlier than asked.
 
-mod common;
-mod net_common;
+use crate::net_common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -5,7 +5,7 @@
 //! (`common::block_thread_in_kernel`), which the `hooks` feature does not
 //! turn into a task sleep, or on std's own locks and channels.
 
-mod common;
+use crate::common;
 
 use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -163,6 +163,7 @@ fn the_pool_grows_to_blocking_threads_and_queues_the_rest_then_threads_retire() 
 #[test]
 fn many_tasks_calling_at_once_each_get_their_own_results() {
     in_child(
+        module_path!(),
         "many_tasks_calling_at_once_each_get_their_own_results",
         || {
             let sched = Scheduler::builder()
@@ -216,6 +217,7 @@ fn many_tasks_calling_at_once_each_get_their_own_results() {
 #[test]
 fn tickers_on_the_callers_processer_keep_ticking_through_a_300ms_call() {
     in_child(
+        module_path!(),
         "tickers_on_the_callers_processer_keep_ticking_through_a_300ms_call",
         || {
             let sched = common::fixed_scheduler(2);
@@ -280,6 +282,7 @@ fn tickers_on_the_callers_processer_keep_ticking_through_a_300ms_call() {
 #[test]
 fn a_call_waiting_for_a_task_on_the_same_processer_completes() {
     in_child(
+        module_path!(),
         "a_call_waiting_for_a_task_on_the_same_processer_completes",
         || {
             let sched = common::fixed_scheduler(1);
@@ -328,6 +331,7 @@ fn a_task_in_unblock_shows_in_the_dump_as_parked_on_unblock() {
 #[test]
 fn shutdown_waits_for_a_call_in_flight_and_joins_the_pool() {
     in_child(
+        module_path!(),
         "shutdown_waits_for_a_call_in_flight_and_joins_the_pool",
         || {
             let sched = Scheduler::builder()
@@ -400,6 +404,7 @@ fn a_pool_of_64_workers_making_50ms_calls_finishes_together_and_the_heartbeat_ke
     const CALL: Duration = Duration::from_millis(50);
     const TICK: Duration = Duration::from_millis(5);
     in_child(
+        module_path!(),
         "a_pool_of_64_workers_making_50ms_calls_finishes_together_and_the_heartbeat_keeps_time",
         || {
             let sched = Scheduler::builder()

@@ -3,8 +3,7 @@
 //! and in a task with task peers, and every run must see what std's does,
 //! error kinds included (harness: `conformance/mod.rs`).
 
-mod common;
-mod conformance;
+use crate::conformance;
 
 use std::io::{IoSlice, IoSliceMut, Read, Write};
 use std::net::{Shutdown, SocketAddr};

@@ -3,8 +3,7 @@
 //! with task peers, and every run must see what std's does, error kinds
 //! included (harness: `conformance/mod.rs`).
 
-mod common;
-mod conformance;
+use crate::conformance;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::OwnedFd;

@@ -4,8 +4,7 @@
 //! see what std's does, error kinds included (harness:
 //! `conformance/mod.rs`).
 
-mod common;
-mod conformance;
+use crate::conformance;
 
 use std::io::{IoSlice, IoSliceMut, Read, Write};
 use std::net::Shutdown;

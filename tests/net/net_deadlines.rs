@@ -4,8 +4,8 @@
 //! checks that the entry still ends every wait on time, never early, once
 //! its deadline moved later, moved earlier, or is shared by two waiters.
 
-mod common;
-mod net_common;
+use crate::common;
+use crate::net_common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::sync::{mpsc, Arc};

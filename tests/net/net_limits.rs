@@ -7,8 +7,8 @@
 //! Each scenario runs in a child process: it lowers the process's
 //! descriptor limit, and a regression spins or hangs.
 
-mod common;
-mod net_common;
+use crate::common;
+use crate::net_common;
 
 use std::fs::File;
 use std::io::ErrorKind;
@@ -97,6 +97,7 @@ fn check_window(rx: &mpsc::Receiver<u32>, held: Vec<File>) {
 #[test]
 fn accept_out_of_descriptors_backs_off_in_a_task_and_recovers() {
     in_child(
+        module_path!(),
         "accept_out_of_descriptors_backs_off_in_a_task_and_recovers",
         || {
             let s = sched("emfile", 1);
@@ -128,6 +129,7 @@ fn accept_out_of_descriptors_backs_off_in_a_task_and_recovers() {
 #[test]
 fn unix_accept_out_of_descriptors_backs_off_on_a_thread_and_recovers() {
     in_child(
+        module_path!(),
         "unix_accept_out_of_descriptors_backs_off_on_a_thread_and_recovers",
         || {
             let path =
@@ -150,6 +152,7 @@ fn unix_accept_out_of_descriptors_backs_off_on_a_thread_and_recovers() {
 #[test]
 fn a_nonblocking_accept_out_of_descriptors_does_not_pause() {
     in_child(
+        module_path!(),
         "a_nonblocking_accept_out_of_descriptors_does_not_pause",
         || {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();

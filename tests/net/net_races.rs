@@ -6,8 +6,8 @@
 //! Scenarios that could hang or crash run in a child process with a
 //! watchdog.
 
-mod common;
-mod net_common;
+use crate::common;
+use crate::net_common;
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -30,8 +30,14 @@ fn in_child(test: &str, scenario: &str) {
 /// [`in_child`] with extra environment for the child (`None` removes a
 /// variable).
 fn in_child_with_env(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) {
-    let out = run_child_watched(test, scenario, env, Duration::from_secs(120))
-        .unwrap_or_else(|| panic!("{test}: the child hung (killed by the watchdog)"));
+    let out = run_child_watched(
+        module_path!(),
+        test,
+        scenario,
+        env,
+        Duration::from_secs(120),
+    )
+    .unwrap_or_else(|| panic!("{test}: the child hung (killed by the watchdog)"));
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),
         "{}",

@@ -1,14 +1,13 @@
 //! TCP sockets inside tasks: timeouts that leave the thread free, shutdown
 //! waking parked readers and writers, the error kinds of connect and bind,
 //! many acceptors, non-blocking mode, and tasks whose sockets never make
-//! them wait still sharing their thread. (Echo at scale: `net_echo.rs`.)
+//! them wait still sharing their thread. (Echo at scale: `tests/alone/net_echo.rs`.)
 //!
 //! A task that might never wake reports through a channel read with a
 //! deadline (`net_common::recv`), so a lost wake-up fails the test instead
 //! of hanging it.
 
-mod common;
-mod net_common;
+use crate::net_common;
 
 use std::collections::HashSet;
 use std::io::{ErrorKind, Read, Write};

@@ -2,8 +2,7 @@
 //! same timeouts; and one socket may be shared between a task and a thread
 //! (the task parks through the reactor, the thread waits in `poll`).
 
-mod common;
-mod net_common;
+use crate::net_common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::sync::{mpsc, Arc};

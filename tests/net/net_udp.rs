@@ -2,8 +2,7 @@
 //! timeouts that leave the thread free, and errors reported through a
 //! parked receive.
 
-mod common;
-mod net_common;
+use crate::net_common;
 
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicBool, Ordering};

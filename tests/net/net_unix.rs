@@ -1,8 +1,7 @@
 //! Unix domain sockets inside tasks: a stream pair, a listener with
 //! clients, datagrams by path and in pairs, timeouts and shutdown.
 
-mod common;
-mod net_common;
+use crate::net_common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;

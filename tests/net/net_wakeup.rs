@@ -8,7 +8,7 @@
 //! Each scenario runs in a child process with a watchdog: a lost wake-up is
 //! a hang, reported as a failure instead of stalling the suite.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream as StdUnixStream;
@@ -55,17 +55,21 @@ fn read_in_task(a: StdUnixStream, parked: &mpsc::Sender<()>) -> std::io::Result<
 
 #[test]
 fn a_block_on_task_waiting_on_a_socket_wakes() {
-    in_child("a_block_on_task_waiting_on_a_socket_wakes", || {
-        for round in 0..ROUNDS {
-            let sched = fresh("wk-blockon");
-            let (a, b) = StdUnixStream::pair().unwrap();
-            let (tx, rx) = mpsc::channel();
-            write_later(b, rx, 64);
-            let got = sched.block_on(move || read_in_task(a, &tx)).unwrap();
-            assert_eq!(got, vec![7u8; 64], "round {round}");
-            sched.shutdown();
-        }
-    });
+    in_child(
+        module_path!(),
+        "a_block_on_task_waiting_on_a_socket_wakes",
+        || {
+            for round in 0..ROUNDS {
+                let sched = fresh("wk-blockon");
+                let (a, b) = StdUnixStream::pair().unwrap();
+                let (tx, rx) = mpsc::channel();
+                write_later(b, rx, 64);
+                let got = sched.block_on(move || read_in_task(a, &tx)).unwrap();
+                assert_eq!(got, vec![7u8; 64], "round {round}");
+                sched.shutdown();
+            }
+        },
+    );
 }
 
 #[test]
@@ -73,6 +77,7 @@ fn a_block_on_task_waiting_on_a_socket_wakes_on_a_long_lived_scheduler() {
     // The Processers fell asleep long before the first socket wait, and
     // again between rounds (each round's socket is deregistered on drop).
     in_child(
+        module_path!(),
         "a_block_on_task_waiting_on_a_socket_wakes_on_a_long_lived_scheduler",
         || {
             let sched = fresh("wk-blockon-long");
@@ -90,26 +95,31 @@ fn a_block_on_task_waiting_on_a_socket_wakes_on_a_long_lived_scheduler() {
 
 #[test]
 fn a_pinned_task_waiting_on_a_socket_wakes() {
-    in_child("a_pinned_task_waiting_on_a_socket_wakes", || {
-        let sched = fresh("wk-pinned");
-        for round in 0..ROUNDS {
-            let (a, b) = StdUnixStream::pair().unwrap();
-            let (tx, rx) = mpsc::channel();
-            write_later(b, rx, 64);
-            let h = gofer::Builder::new()
-                .pin(round % 2)
-                .scheduler(&sched)
-                .spawn(move || read_in_task(a, &tx))
-                .unwrap();
-            assert_eq!(h.join().unwrap().unwrap(), vec![7u8; 64], "round {round}");
-        }
-        sched.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "a_pinned_task_waiting_on_a_socket_wakes",
+        || {
+            let sched = fresh("wk-pinned");
+            for round in 0..ROUNDS {
+                let (a, b) = StdUnixStream::pair().unwrap();
+                let (tx, rx) = mpsc::channel();
+                write_later(b, rx, 64);
+                let h = gofer::Builder::new()
+                    .pin(round % 2)
+                    .scheduler(&sched)
+                    .spawn(move || read_in_task(a, &tx))
+                    .unwrap();
+                assert_eq!(h.join().unwrap().unwrap(), vec![7u8; 64], "round {round}");
+            }
+            sched.shutdown();
+        },
+    );
 }
 
 #[test]
 fn a_fiber_inside_a_block_on_task_waiting_on_a_socket_wakes() {
     in_child(
+        module_path!(),
         "a_fiber_inside_a_block_on_task_waiting_on_a_socket_wakes",
         || {
             let sched = fresh("wk-fiber");
@@ -143,6 +153,7 @@ fn a_task_on_an_extra_processer_waiting_on_a_socket_wakes() {
     // Processer does not retire (which would wake the Dispatcher) while
     // the test runs.
     in_child(
+        module_path!(),
         "a_task_on_an_extra_processer_waiting_on_a_socket_wakes",
         || {
             for round in 0..20 {

@@ -2,7 +2,7 @@
 //! closure's task and nothing else, so an unrelated task that blocks its
 //! thread cannot hold the closure up.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

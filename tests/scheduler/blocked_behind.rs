@@ -9,7 +9,7 @@
 //! child's main thread (or the parent, through the child's stdin) closes
 //! once everything was seen, so every scenario ends.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::mpsc;
@@ -87,6 +87,7 @@ fn block_a_thread_with_b_behind(s: &Scheduler) -> Blocked {
 #[test]
 fn stats_and_the_dump_name_the_blocked_thread_a_runnable_task_waits_for() {
     common::in_child(
+        module_path!(),
         "stats_and_the_dump_name_the_blocked_thread_a_runnable_task_waits_for",
         || {
             let s = scheduler(None);
@@ -153,6 +154,7 @@ fn stats_and_the_dump_name_the_blocked_thread_a_runnable_task_waits_for() {
 #[test]
 fn a_blocked_thread_with_nothing_behind_it_counts_no_waiting_task() {
     common::in_child(
+        module_path!(),
         "a_blocked_thread_with_nothing_behind_it_counts_no_waiting_task",
         || {
             let s = scheduler(None);
@@ -201,7 +203,7 @@ fn the_stall_report_names_a_blocked_thread_with_a_task_behind_it() {
         println!("CHILD-OK {NAME}");
         std::process::exit(0);
     }
-    let mut child = common::spawn_child_piped(NAME);
+    let mut child = common::spawn_child_piped(module_path!(), NAME);
     // The report's line, then its dump, down to B's entry.
     let report = common::read_stderr_until(
         &mut child,
@@ -246,6 +248,7 @@ fn the_stall_report_names_a_blocked_thread_with_a_task_behind_it() {
 #[test]
 fn tasks_the_blocking_task_woke_on_its_own_thread_are_counted_behind_it() {
     common::in_child(
+        module_path!(),
         "tasks_the_blocking_task_woke_on_its_own_thread_are_counted_behind_it",
         || {
             let s = scheduler(None);

@@ -10,7 +10,7 @@
 //! under a watchdog; every blocking call is released by the child's main
 //! thread (or the parent, through the child's stdin), so each ends.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::mpsc;
@@ -110,6 +110,7 @@ fn dump_showing(s: &Scheduler, needle: &str) -> (String, Duration) {
 #[test]
 fn the_dump_names_the_condvar_wait_a_thread_is_blocked_in_and_the_fix() {
     common::in_child(
+        module_path!(),
         "the_dump_names_the_condvar_wait_a_thread_is_blocked_in_and_the_fix",
         || {
             let s = scheduler("pool", None);
@@ -157,6 +158,7 @@ fn the_dump_names_the_condvar_wait_a_thread_is_blocked_in_and_the_fix() {
 #[test]
 fn the_dump_names_the_std_channel_receive_a_thread_is_blocked_in() {
     common::in_child(
+        module_path!(),
         "the_dump_names_the_std_channel_receive_a_thread_is_blocked_in",
         || {
             let s = scheduler("recv", None);
@@ -189,6 +191,7 @@ fn the_dump_names_the_std_channel_receive_a_thread_is_blocked_in() {
 #[test]
 fn every_thread_blocked_at_max_threads_with_tasks_queued_is_said() {
     common::in_child(
+        module_path!(),
         "every_thread_blocked_at_max_threads_with_tasks_queued_is_said",
         || {
             const CONSUMERS: usize = 100;
@@ -283,7 +286,7 @@ fn the_stall_report_names_the_call_a_thread_is_blocked_in() {
         println!("CHILD-OK {NAME}");
         std::process::exit(0);
     }
-    let mut child = common::spawn_child_piped(NAME);
+    let mut child = common::spawn_child_piped(module_path!(), NAME);
     let report =
         common::read_stderr_until(&mut child, "[runnable: waiting for blocked thread rw-0", 1);
     child.stdin.take().unwrap().write_all(b"done\n").unwrap();

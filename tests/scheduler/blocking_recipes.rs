@@ -5,7 +5,7 @@
 //! Scenarios that hang without their recipe run in a child process with a
 //! watchdog.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -68,6 +68,7 @@ fn fake_pool() -> r2d2::Pool<FakeManager> {
 #[test]
 fn an_r2d2_pool_shared_by_a_thousand_tasks_completes_behind_a_semaphore_its_size() {
     in_child(
+        module_path!(),
         "an_r2d2_pool_shared_by_a_thousand_tasks_completes_behind_a_semaphore_its_size",
         || {
             const TASKS: usize = 1000;
@@ -114,6 +115,7 @@ fn an_r2d2_pool_shared_by_a_thousand_tasks_completes_behind_a_semaphore_its_size
 #[test]
 fn a_plain_thread_feeds_a_hundred_consumer_tasks_through_gofer_chan() {
     in_child(
+        module_path!(),
         "a_plain_thread_feeds_a_hundred_consumer_tasks_through_gofer_chan",
         || {
             const CONSUMERS: usize = 100;
@@ -190,7 +192,7 @@ fn without_the_recipe_the_stall_report_names_pool_get_and_its_condvar_wait() {
         std::io::stdin().read_line(&mut line).unwrap();
         std::process::exit(0);
     }
-    let mut child = common::spawn_child_piped(NAME);
+    let mut child = common::spawn_child_piped(module_path!(), NAME);
     let report = common::read_stderr_until(&mut child, "fix:", 1);
     let _ = child.stdin.take().unwrap().write_all(b"done\n");
     let _ = child.kill();
@@ -220,6 +222,7 @@ fn without_the_recipe_the_stall_report_names_pool_get_and_its_condvar_wait() {
 #[test]
 fn sqlite_with_a_connection_per_task_completes_with_unblock_per_transaction() {
     in_child(
+        module_path!(),
         "sqlite_with_a_connection_per_task_completes_with_unblock_per_transaction",
         || {
             const TASKS: usize = 200;

@@ -6,7 +6,7 @@
 //! time is generous: the assertion is "long before the block ends", not a
 //! latency figure (that is measured in `bench/benches/blocking.rs`).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -504,7 +504,7 @@ fn pin_to_cpu0() {
 fn a_task_queued_behind_a_cpu_hog_on_a_loaded_cpu_is_rescued_before_the_hog_ends() {
     const TEST: &str =
         "a_task_queued_behind_a_cpu_hog_on_a_loaded_cpu_is_rescued_before_the_hog_ends";
-    common::in_child(TEST, || {
+    common::in_child(module_path!(), TEST, || {
         pin_to_cpu0();
         let stop = Arc::new(AtomicBool::new(false));
         let load: Vec<_> = (0..2)

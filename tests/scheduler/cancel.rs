@@ -8,7 +8,7 @@
 //! Every case runs in a child process with a watchdog: a cancellation
 //! that is not observed leaves a join waiting for ever.
 
-mod common;
+use crate::common;
 
 use std::net::TcpStream as StdStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -79,14 +79,14 @@ fn cancel_parked(wait: impl FnOnce() + Send + 'static) {
 
 #[test]
 fn cancel_while_sleeping() {
-    in_child("cancel_while_sleeping", || {
+    in_child(module_path!(), "cancel_while_sleeping", || {
         cancel_parked(|| gofer::sleep(Duration::from_secs(3600)));
     });
 }
 
 #[test]
 fn cancel_while_receiving() {
-    in_child("cancel_while_receiving", || {
+    in_child(module_path!(), "cancel_while_receiving", || {
         let (tx, rx) = chan::bounded::<u32>(0);
         cancel_parked(move || {
             let _ = rx.recv();
@@ -99,17 +99,21 @@ fn cancel_while_receiving() {
 
 #[test]
 fn cancel_while_receiving_with_a_timeout() {
-    in_child("cancel_while_receiving_with_a_timeout", || {
-        let (_tx, rx) = chan::unbounded::<u32>();
-        cancel_parked(move || {
-            let _ = rx.recv_timeout(Duration::from_secs(3600));
-        });
-    });
+    in_child(
+        module_path!(),
+        "cancel_while_receiving_with_a_timeout",
+        || {
+            let (_tx, rx) = chan::unbounded::<u32>();
+            cancel_parked(move || {
+                let _ = rx.recv_timeout(Duration::from_secs(3600));
+            });
+        },
+    );
 }
 
 #[test]
 fn cancel_while_sending() {
-    in_child("cancel_while_sending", || {
+    in_child(module_path!(), "cancel_while_sending", || {
         let (tx, rx) = chan::bounded::<String>(0);
         cancel_parked(move || {
             let _ = tx.send("never taken".to_string());
@@ -123,7 +127,7 @@ fn cancel_while_sending() {
 
 #[test]
 fn cancel_while_selecting() {
-    in_child("cancel_while_selecting", || {
+    in_child(module_path!(), "cancel_while_selecting", || {
         let (tx1, rx1) = chan::bounded::<u32>(0);
         let (tx2, rx2) = chan::bounded::<u32>(0);
         let token = gofer::task::CancelToken::new();
@@ -145,7 +149,7 @@ fn cancel_while_selecting() {
 
 #[test]
 fn cancel_while_selecting_dynamically() {
-    in_child("cancel_while_selecting_dynamically", || {
+    in_child(module_path!(), "cancel_while_selecting_dynamically", || {
         let (tx, rx) = chan::bounded::<u32>(0);
         let (stx, srx) = chan::bounded::<u32>(0);
         cancel_parked(move || {
@@ -161,7 +165,7 @@ fn cancel_while_selecting_dynamically() {
 
 #[test]
 fn cancel_while_locking_a_mutex() {
-    in_child("cancel_while_locking_a_mutex", || {
+    in_child(module_path!(), "cancel_while_locking_a_mutex", || {
         let m = Arc::new(Mutex::new(0));
         let g = m.lock();
         let m2 = m.clone();
@@ -178,6 +182,7 @@ fn cancel_while_locking_a_mutex() {
 #[test]
 fn cancel_while_waiting_on_a_condvar_relocks_before_unwinding() {
     in_child(
+        module_path!(),
         "cancel_while_waiting_on_a_condvar_relocks_before_unwinding",
         || {
             let pair = Arc::new((Mutex::new(false), Condvar::new()));
@@ -200,18 +205,22 @@ fn cancel_while_waiting_on_a_condvar_relocks_before_unwinding() {
 
 #[test]
 fn cancel_while_waiting_on_a_wait_group() {
-    in_child("cancel_while_waiting_on_a_wait_group", || {
-        let wg = WaitGroup::new();
-        wg.add(1);
-        let w2 = wg.clone();
-        cancel_parked(move || w2.wait());
-        wg.done();
-    });
+    in_child(
+        module_path!(),
+        "cancel_while_waiting_on_a_wait_group",
+        || {
+            let wg = WaitGroup::new();
+            wg.add(1);
+            let w2 = wg.clone();
+            cancel_parked(move || w2.wait());
+            wg.done();
+        },
+    );
 }
 
 #[test]
 fn cancel_while_joining() {
-    in_child("cancel_while_joining", || {
+    in_child(module_path!(), "cancel_while_joining", || {
         let s = sched();
         let (_tx, rx) = chan::bounded::<()>(0);
         let inner: JoinHandle<()> = s.spawn(move || {
@@ -233,7 +242,7 @@ fn cancel_while_joining() {
 
 #[test]
 fn cancel_while_parked() {
-    in_child("cancel_while_parked", || {
+    in_child(module_path!(), "cancel_while_parked", || {
         cancel_parked(|| loop {
             gofer::park();
         });
@@ -242,7 +251,7 @@ fn cancel_while_parked() {
 
 #[test]
 fn cancel_while_accepting_and_reading() {
-    in_child("cancel_while_accepting_and_reading", || {
+    in_child(module_path!(), "cancel_while_accepting_and_reading", || {
         let l = gofer::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         cancel_parked(move || {
@@ -269,7 +278,7 @@ fn cancel_while_accepting_and_reading() {
 
 #[test]
 fn cancel_a_task_that_only_yields() {
-    in_child("cancel_a_task_that_only_yields", || {
+    in_child(module_path!(), "cancel_a_task_that_only_yields", || {
         let s = sched();
         let (tx, rx) = chan::bounded::<()>(1);
         let h = s.spawn(move || {
@@ -287,7 +296,7 @@ fn cancel_a_task_that_only_yields() {
 
 #[test]
 fn a_running_loop_sees_is_cancelled() {
-    in_child("a_running_loop_sees_is_cancelled", || {
+    in_child(module_path!(), "a_running_loop_sees_is_cancelled", || {
         let s = sched();
         let (tx, rx) = chan::bounded::<()>(1);
         let h = s.spawn(move || {
@@ -311,45 +320,50 @@ fn a_running_loop_sees_is_cancelled() {
 
 #[test]
 fn a_task_cancelled_before_it_starts_never_runs() {
-    in_child("a_task_cancelled_before_it_starts_never_runs", || {
-        let s = Scheduler::builder()
-            .min_threads(1)
-            .max_threads(1)
-            .build()
-            .unwrap();
-        // Hold the only Processer so that the task stays queued.
-        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-        let (in_tx, in_rx) = std::sync::mpsc::channel::<()>();
-        let blocker = s.spawn(move || {
-            in_tx.send(()).unwrap();
-            go_rx.recv().unwrap(); // blocks the thread
-        });
-        in_rx.recv().unwrap();
-        let ran = Arc::new(AtomicBool::new(false));
-        let dropped = Arc::new(AtomicBool::new(false));
-        let (r2, flag) = (ran.clone(), Dropped(dropped.clone()));
-        let h = gofer::Builder::new()
-            .scheduler(&s)
-            .pin(0)
-            .spawn(move || {
-                let _flag = flag;
-                r2.store(true, Ordering::SeqCst);
-            })
-            .unwrap();
-        h.cancel();
-        go_tx.send(()).unwrap();
-        blocker.join().unwrap();
-        let e = h.join().unwrap_err();
-        assert!(e.is_cancelled(), "{e}");
-        assert!(!ran.load(Ordering::SeqCst), "the closure ran");
-        assert!(dropped.load(Ordering::SeqCst), "the closure was dropped");
-        s.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "a_task_cancelled_before_it_starts_never_runs",
+        || {
+            let s = Scheduler::builder()
+                .min_threads(1)
+                .max_threads(1)
+                .build()
+                .unwrap();
+            // Hold the only Processer so that the task stays queued.
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let (in_tx, in_rx) = std::sync::mpsc::channel::<()>();
+            let blocker = s.spawn(move || {
+                in_tx.send(()).unwrap();
+                go_rx.recv().unwrap(); // blocks the thread
+            });
+            in_rx.recv().unwrap();
+            let ran = Arc::new(AtomicBool::new(false));
+            let dropped = Arc::new(AtomicBool::new(false));
+            let (r2, flag) = (ran.clone(), Dropped(dropped.clone()));
+            let h = gofer::Builder::new()
+                .scheduler(&s)
+                .pin(0)
+                .spawn(move || {
+                    let _flag = flag;
+                    r2.store(true, Ordering::SeqCst);
+                })
+                .unwrap();
+            h.cancel();
+            go_tx.send(()).unwrap();
+            blocker.join().unwrap();
+            let e = h.join().unwrap_err();
+            assert!(e.is_cancelled(), "{e}");
+            assert!(!ran.load(Ordering::SeqCst), "the closure ran");
+            assert!(dropped.load(Ordering::SeqCst), "the closure was dropped");
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
 fn a_cancelled_task_caught_unwinding_unwinds_again_at_its_next_wait() {
     in_child(
+        module_path!(),
         "a_cancelled_task_caught_unwinding_unwinds_again_at_its_next_wait",
         || {
             let s = sched();
@@ -377,6 +391,7 @@ fn a_cancelled_task_caught_unwinding_unwinds_again_at_its_next_wait() {
 #[test]
 fn waits_during_an_unwind_do_not_observe_the_cancellation() {
     in_child(
+        module_path!(),
         "waits_during_an_unwind_do_not_observe_the_cancellation",
         || {
             // A destructor that waits (a channel send to a receiver that
@@ -413,63 +428,71 @@ fn waits_during_an_unwind_do_not_observe_the_cancellation() {
 
 #[test]
 fn a_scope_waits_for_its_cancelled_tasks() {
-    in_child("a_scope_waits_for_its_cancelled_tasks", || {
-        let s = sched();
-        let unwound = AtomicUsize::new(0);
-        // Outlives the scope: the tasks' `recv` can only end by their
-        // cancellation. (Dropped inside the scope, it could end a `recv`
-        // whose cancellation was deferred behind a sibling's unwind, and
-        // that task would then return normally and meet its cancellation
-        // in `Count`'s `sleep`, outside any unwind, skipping the count.)
-        let (_tx, rx) = chan::bounded::<()>(0);
-        {
-            s.scope(|sc| {
-                struct Count<'a>(&'a AtomicUsize);
-                impl Drop for Count<'_> {
-                    fn drop(&mut self) {
-                        // Slow destructor: the scope must wait for it.
-                        gofer::sleep(Duration::from_millis(50));
-                        self.0.fetch_add(1, Ordering::SeqCst);
+    in_child(
+        module_path!(),
+        "a_scope_waits_for_its_cancelled_tasks",
+        || {
+            let s = sched();
+            let unwound = AtomicUsize::new(0);
+            // Outlives the scope: the tasks' `recv` can only end by their
+            // cancellation. (Dropped inside the scope, it could end a `recv`
+            // whose cancellation was deferred behind a sibling's unwind, and
+            // that task would then return normally and meet its cancellation
+            // in `Count`'s `sleep`, outside any unwind, skipping the count.)
+            let (_tx, rx) = chan::bounded::<()>(0);
+            {
+                s.scope(|sc| {
+                    struct Count<'a>(&'a AtomicUsize);
+                    impl Drop for Count<'_> {
+                        fn drop(&mut self) {
+                            // Slow destructor: the scope must wait for it.
+                            gofer::sleep(Duration::from_millis(50));
+                            self.0.fetch_add(1, Ordering::SeqCst);
+                        }
                     }
-                }
-                let mut hs = Vec::new();
-                for _ in 0..3 {
-                    let rx = rx.clone();
-                    let u = &unwound;
-                    hs.push(sc.spawn(move || {
-                        let _c = Count(u);
-                        let _ = rx.recv();
-                    }));
-                }
-                for h in &hs {
-                    wait_parked(&s, h.id());
-                }
-                let last = hs.pop().unwrap();
-                for h in &hs {
-                    h.cancel();
-                }
-                // Cancelled and not joined: the scope does not panic.
-                drop(hs);
-                last.cancel();
-                assert!(last.join().unwrap_err().is_cancelled());
-            });
-            assert_eq!(unwound.load(Ordering::SeqCst), 3, "the scope waited");
-        }
-        s.shutdown();
-    });
+                    let mut hs = Vec::new();
+                    for _ in 0..3 {
+                        let rx = rx.clone();
+                        let u = &unwound;
+                        hs.push(sc.spawn(move || {
+                            let _c = Count(u);
+                            let _ = rx.recv();
+                        }));
+                    }
+                    for h in &hs {
+                        wait_parked(&s, h.id());
+                    }
+                    let last = hs.pop().unwrap();
+                    for h in &hs {
+                        h.cancel();
+                    }
+                    // Cancelled and not joined: the scope does not panic.
+                    drop(hs);
+                    last.cancel();
+                    assert!(last.join().unwrap_err().is_cancelled());
+                });
+                assert_eq!(unwound.load(Ordering::SeqCst), 3, "the scope waited");
+            }
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
 fn nothing_leaks_after_many_cancellations() {
-    in_child("nothing_leaks_after_many_cancellations", || {
-        // Two rounds: the stacks of the first are cached for the second; a
-        // leak would map a new stack for each task of the second.
-        let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
-        let after_one = (cancel_many(), fds());
-        let after_two = (cancel_many(), fds());
-        assert_eq!(after_two.0, after_one.0, "stacks left mapped");
-        assert_eq!(after_two.1, after_one.1, "descriptors left open");
-    });
+    in_child(
+        module_path!(),
+        "nothing_leaks_after_many_cancellations",
+        || {
+            // Two rounds: the stacks of the first are cached for the second; a
+            // leak would map a new stack for each task of the second.
+            let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+            let after_one = (cancel_many(), fds());
+            let after_two = (cancel_many(), fds());
+            assert_eq!(after_two.0, after_one.0, "stacks left mapped");
+            assert_eq!(after_two.1, after_one.1, "descriptors left open");
+        },
+    );
 }
 
 /// Cancels 200 tasks parked in four kinds of wait; checks that no task
@@ -519,37 +542,41 @@ fn cancel_many() -> usize {
 
 #[test]
 fn shutdown_now_ends_tasks_parked_in_accept_and_recv() {
-    in_child("shutdown_now_ends_tasks_parked_in_accept_and_recv", || {
-        let s = sched();
-        let l = gofer::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let (_tx, rx) = chan::unbounded::<u32>();
-        let dropped = Arc::new(AtomicUsize::new(0));
-        struct Count(Arc<AtomicUsize>);
-        impl Drop for Count {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, Ordering::SeqCst);
+    in_child(
+        module_path!(),
+        "shutdown_now_ends_tasks_parked_in_accept_and_recv",
+        || {
+            let s = sched();
+            let l = gofer::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let (_tx, rx) = chan::unbounded::<u32>();
+            let dropped = Arc::new(AtomicUsize::new(0));
+            struct Count(Arc<AtomicUsize>);
+            impl Drop for Count {
+                fn drop(&mut self) {
+                    self.0.fetch_add(1, Ordering::SeqCst);
+                }
             }
-        }
-        let (d1, d2) = (Count(dropped.clone()), Count(dropped.clone()));
-        let a = s.spawn(move || {
-            let _d = d1;
-            loop {
-                let _ = l.accept();
-            }
-        });
-        let r = s.spawn(move || {
-            let _d = d2;
-            let _ = rx.recv();
-        });
-        wait_parked(&s, a.id());
-        wait_parked(&s, r.id());
-        s.shutdown_now();
-        assert_eq!(dropped.load(Ordering::SeqCst), 2, "both unwound");
-        assert!(a.join().unwrap_err().is_cancelled());
-        assert!(r.join().unwrap_err().is_cancelled());
-        assert!(StdStream::connect(addr).is_err(), "the listener closed");
-    });
+            let (d1, d2) = (Count(dropped.clone()), Count(dropped.clone()));
+            let a = s.spawn(move || {
+                let _d = d1;
+                loop {
+                    let _ = l.accept();
+                }
+            });
+            let r = s.spawn(move || {
+                let _d = d2;
+                let _ = rx.recv();
+            });
+            wait_parked(&s, a.id());
+            wait_parked(&s, r.id());
+            s.shutdown_now();
+            assert_eq!(dropped.load(Ordering::SeqCst), 2, "both unwound");
+            assert!(a.join().unwrap_err().is_cancelled());
+            assert!(r.join().unwrap_err().is_cancelled());
+            assert!(StdStream::connect(addr).is_err(), "the listener closed");
+        },
+    );
 }
 
 /// A hooked call (std's blocking socket read, parked by the hooks) does
@@ -559,6 +586,7 @@ fn shutdown_now_ends_tasks_parked_in_accept_and_recv() {
 #[test]
 fn a_hooked_call_does_not_unwind_and_the_next_gofer_wait_does() {
     in_child(
+        module_path!(),
         "a_hooked_call_does_not_unwind_and_the_next_gofer_wait_does",
         || {
             use std::io::{Read, Write};

@@ -8,7 +8,7 @@
 //! Waits that could hang on a broken token run in a child process with a
 //! watchdog (`in_child`) or are bounded by `PATIENCE`.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -34,6 +34,7 @@ fn ms(n: u64) -> Duration {
 #[test]
 fn cancel_wakes_every_task_and_thread_waiting_on_any_clone() {
     in_child(
+        module_path!(),
         "cancel_wakes_every_task_and_thread_waiting_on_any_clone",
         || {
             const TASKS: usize = 20;
@@ -99,6 +100,7 @@ fn cancel_wakes_every_task_and_thread_waiting_on_any_clone() {
 #[test]
 fn the_cancelled_arm_of_select_fires_only_once_cancelled() {
     in_child(
+        module_path!(),
         "the_cancelled_arm_of_select_fires_only_once_cancelled",
         || {
             let s = sched(2);
@@ -170,34 +172,39 @@ fn a_standing_token_lets_other_arms_and_the_default_win() {
 
 #[test]
 fn select_with_the_token_channel_wakes_on_cancel() {
-    in_child("select_with_the_token_channel_wakes_on_cancel", || {
-        let s = sched(1);
-        let token = CancelToken::new();
-        let (_tx, rx) = unbounded::<u32>();
-        let t = token.clone();
-        let (started_tx, started_rx) = unbounded();
-        let h = s.spawn(move || {
-            let mut sel = Select::new();
-            let data = sel.recv(&rx);
-            let stop = sel.recv(t.done());
-            started_tx.send(()).unwrap();
-            let oper = sel.select();
-            assert_ne!(oper.index(), data);
-            assert_eq!(oper.index(), stop);
-            oper.recv(t.done())
-                .expect_err("the token's channel carries nothing");
-            t.is_cancelled()
-        });
-        started_rx.recv().unwrap();
-        token.cancel();
-        assert!(h.join().unwrap(), "the select returned once cancelled");
-        s.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "select_with_the_token_channel_wakes_on_cancel",
+        || {
+            let s = sched(1);
+            let token = CancelToken::new();
+            let (_tx, rx) = unbounded::<u32>();
+            let t = token.clone();
+            let (started_tx, started_rx) = unbounded();
+            let h = s.spawn(move || {
+                let mut sel = Select::new();
+                let data = sel.recv(&rx);
+                let stop = sel.recv(t.done());
+                started_tx.send(()).unwrap();
+                let oper = sel.select();
+                assert_ne!(oper.index(), data);
+                assert_eq!(oper.index(), stop);
+                oper.recv(t.done())
+                    .expect_err("the token's channel carries nothing");
+                t.is_cancelled()
+            });
+            started_rx.recv().unwrap();
+            token.cancel();
+            assert!(h.join().unwrap(), "the select returned once cancelled");
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
 fn the_parent_cancels_its_descendants_and_never_the_reverse() {
     in_child(
+        module_path!(),
         "the_parent_cancels_its_descendants_and_never_the_reverse",
         || {
             let s = sched(2);
@@ -292,6 +299,7 @@ fn a_drop_guard_cancels_when_dropped_unless_disarmed() {
 #[test]
 fn a_drop_guard_held_by_a_task_cancels_when_the_task_panics() {
     in_child(
+        module_path!(),
         "a_drop_guard_held_by_a_task_cancels_when_the_task_panics",
         || {
             let s = sched(1);
@@ -351,6 +359,7 @@ fn a_token_is_send_sync_clone_debug_default() {
 #[test]
 fn with_done_fires_when_the_task_returns_panics_or_never_runs() {
     in_child(
+        module_path!(),
         "with_done_fires_when_the_task_returns_panics_or_never_runs",
         || {
             let s = sched(2);
@@ -394,7 +403,7 @@ fn with_done_fires_when_the_task_returns_panics_or_never_runs() {
 
 #[test]
 fn with_done_works_for_scoped_tasks() {
-    in_child("with_done_works_for_scoped_tasks", || {
+    in_child(module_path!(), "with_done_works_for_scoped_tasks", || {
         let mut total = 0u64;
         gofer::scope(|sc| {
             let (work, done) = with_done(|| total += 5);
@@ -423,6 +432,7 @@ fn on_small_stack(f: impl FnOnce() + Send + 'static) {
 fn a_deep_chain_of_tokens_is_cancelled_and_dropped_without_recursion() {
     // A stack overflow aborts the process: run in a child.
     in_child(
+        module_path!(),
         "a_deep_chain_of_tokens_is_cancelled_and_dropped_without_recursion",
         || {
             let root = CancelToken::new();

@@ -6,7 +6,7 @@
 //! Cases that start the default scheduler, change process limits or count
 //! the process's file descriptors run in a child process (with a watchdog).
 
-mod common;
+use crate::common;
 
 use std::panic::catch_unwind;
 use std::time::Duration;
@@ -33,7 +33,7 @@ type Env<'a> = &'a [(&'a str, Option<&'a str>)];
 /// Runs `test` as a child in `scenario` with `env`, and asserts that it
 /// printed `CHILD-OK` and exited successfully before the watchdog fired.
 fn expect_child_ok(test: &str, scenario: &str, env: Env) {
-    let out = run_child_watched(test, scenario, env, CHILD_LIMIT)
+    let out = run_child_watched(module_path!(), test, scenario, env, CHILD_LIMIT)
         .unwrap_or_else(|| panic!("child {test}/{scenario} hung (killed after {CHILD_LIMIT:?})"));
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),
@@ -703,6 +703,7 @@ fn non_utf8_thread_variables_are_refused_naming_the_variable() {
                 ("max-utf8", "GOFER_MAX_THREADS"),
             ] {
                 let out = common::run_child_watched_os(
+                    module_path!(),
                     ENV_NON_UTF8_TEST,
                     scenario,
                     &[(var, bad)],

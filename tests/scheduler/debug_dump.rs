@@ -2,7 +2,7 @@
 //! tasks, grouping, the stall report and the dump on a signal, and that
 //! taking dumps while tasks run loses no wake-up.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -351,41 +351,50 @@ fn every_wait_kind_is_named() {
     s.shutdown();
 }
 
+// In a child process: twenty thousand parked tasks' stacks take most of
+// the process's memory mappings (`vm.max_map_count`), which the tests of
+// other modules running beside it need too.
 #[test]
 fn tasks_parked_at_one_place_print_once_with_their_count() {
-    let s = sched(2);
-    const N: usize = 20_000;
-    let (tx, rx) = gofer::chan::unbounded::<()>();
-    let handles: Vec<_> = (0..N)
-        .map(|_| {
-            let rx = rx.clone();
-            s.spawn(move || user_function_that_parks_on_unit(rx))
-        })
-        .collect();
-    wait_until("all parked", || {
-        let d = s.dump();
-        d.tasks().len() == N && d.tasks().iter().all(|t| t.state() == TaskState::Parked)
-    });
-    let d = s.dump();
-    let text = d.to_string();
-    assert!(
-        text.contains(&format!("{N} tasks [parked: channel receive")),
-        "{text}"
+    common::in_child(
+        module_path!(),
+        "tasks_parked_at_one_place_print_once_with_their_count",
+        || {
+            let s = sched(2);
+            const N: usize = 20_000;
+            let (tx, rx) = gofer::chan::unbounded::<()>();
+            let handles: Vec<_> = (0..N)
+                .map(|_| {
+                    let rx = rx.clone();
+                    s.spawn(move || user_function_that_parks_on_unit(rx))
+                })
+                .collect();
+            wait_until("all parked", || {
+                let d = s.dump();
+                d.tasks().len() == N && d.tasks().iter().all(|t| t.state() == TaskState::Parked)
+            });
+            let d = s.dump();
+            let text = d.to_string();
+            assert!(
+                text.contains(&format!("{N} tasks [parked: channel receive")),
+                "{text}"
+            );
+            assert_eq!(
+                text.matches("user_function_that_parks_on_unit").count(),
+                1,
+                "one stack printed once:\n{text}"
+            );
+            assert!(text.lines().count() < 40, "{text}");
+            println!("figure: dump of {N} parked tasks took {:?}", d.took());
+            for _ in 0..N {
+                tx.send(()).unwrap();
+            }
+            for h in handles {
+                h.join().unwrap();
+            }
+            s.shutdown();
+        },
     );
-    assert_eq!(
-        text.matches("user_function_that_parks_on_unit").count(),
-        1,
-        "one stack printed once:\n{text}"
-    );
-    assert!(text.lines().count() < 40, "{text}");
-    println!("figure: dump of {N} parked tasks took {:?}", d.took());
-    for _ in 0..N {
-        tx.send(()).unwrap();
-    }
-    for h in handles {
-        h.join().unwrap();
-    }
-    s.shutdown();
 }
 
 #[inline(never)]
@@ -395,57 +404,61 @@ fn user_function_that_parks_on_unit(rx: gofer::chan::Receiver<()>) {
 
 #[test]
 fn dumps_taken_while_tasks_ping_pong_lose_no_wake_up() {
-    in_child("dumps_taken_while_tasks_ping_pong_lose_no_wake_up", || {
-        let s = sched(2);
-        const PAIRS: usize = 50;
-        const ROUNDS: u64 = 2_000;
-        let total = Arc::new(AtomicU64::new(0));
-        let mut hs = Vec::new();
-        for _ in 0..PAIRS {
-            let (a_tx, a_rx) = gofer::chan::bounded::<u64>(0);
-            let (b_tx, b_rx) = gofer::chan::bounded::<u64>(0);
-            let t = total.clone();
-            hs.push(s.spawn(move || {
-                for i in 0..ROUNDS {
-                    a_tx.send(i).unwrap();
-                    t.fetch_add(b_rx.recv().unwrap(), Ordering::Relaxed);
-                }
-            }));
-            hs.push(s.spawn(move || {
-                for _ in 0..ROUNDS {
-                    let v = a_rx.recv().unwrap();
-                    b_tx.send(v + 1).unwrap();
-                }
-            }));
-        }
-        let done = Arc::new(AtomicBool::new(false));
-        let dumper = {
-            let (done, s) = (done.clone(), s.clone());
-            std::thread::spawn(move || {
-                let mut n = 0u64;
-                while !done.load(Ordering::Relaxed) {
-                    let d = s.dump();
-                    n += 1;
-                    for t in d.tasks() {
-                        if t.state() == TaskState::Parked {
-                            assert!(t.waiting_on().is_some());
+    in_child(
+        module_path!(),
+        "dumps_taken_while_tasks_ping_pong_lose_no_wake_up",
+        || {
+            let s = sched(2);
+            const PAIRS: usize = 50;
+            const ROUNDS: u64 = 2_000;
+            let total = Arc::new(AtomicU64::new(0));
+            let mut hs = Vec::new();
+            for _ in 0..PAIRS {
+                let (a_tx, a_rx) = gofer::chan::bounded::<u64>(0);
+                let (b_tx, b_rx) = gofer::chan::bounded::<u64>(0);
+                let t = total.clone();
+                hs.push(s.spawn(move || {
+                    for i in 0..ROUNDS {
+                        a_tx.send(i).unwrap();
+                        t.fetch_add(b_rx.recv().unwrap(), Ordering::Relaxed);
+                    }
+                }));
+                hs.push(s.spawn(move || {
+                    for _ in 0..ROUNDS {
+                        let v = a_rx.recv().unwrap();
+                        b_tx.send(v + 1).unwrap();
+                    }
+                }));
+            }
+            let done = Arc::new(AtomicBool::new(false));
+            let dumper = {
+                let (done, s) = (done.clone(), s.clone());
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !done.load(Ordering::Relaxed) {
+                        let d = s.dump();
+                        n += 1;
+                        for t in d.tasks() {
+                            if t.state() == TaskState::Parked {
+                                assert!(t.waiting_on().is_some());
+                            }
                         }
                     }
-                }
-                n
-            })
-        };
-        for h in hs {
-            h.join().unwrap();
-        }
-        done.store(true, Ordering::Relaxed);
-        let dumps = dumper.join().unwrap();
-        let want = PAIRS as u64 * (1..=ROUNDS).sum::<u64>();
-        assert_eq!(total.load(Ordering::Relaxed), want);
-        assert!(dumps > 0);
-        println!("figure: {dumps} dumps taken during the ping-pong");
-        s.shutdown();
-    });
+                    n
+                })
+            };
+            for h in hs {
+                h.join().unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+            let dumps = dumper.join().unwrap();
+            let want = PAIRS as u64 * (1..=ROUNDS).sum::<u64>();
+            assert_eq!(total.load(Ordering::Relaxed), want);
+            assert!(dumps > 0);
+            println!("figure: {dumps} dumps taken during the ping-pong");
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
@@ -543,8 +556,8 @@ fn no_stall_is_reported_while_a_pending_timer_will_wake_the_tasks() {
         println!("CHILD-OK {NAME}");
         std::process::exit(0);
     }
-    let out =
-        common::run_child_watched(NAME, NAME, &[], common::IN_CHILD_LIMIT).expect("the child hung");
+    let out = common::run_child_watched(module_path!(), NAME, NAME, &[], common::IN_CHILD_LIMIT)
+        .expect("the child hung");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -607,11 +620,16 @@ fn a_signal_prints_a_dump_and_the_process_goes_on() {
     );
 }
 
-/// Re-runs this test binary as a child running only the test `name`, with
-/// its three standard streams piped.
+/// Re-runs this test binary as a child running only the test `name` of
+/// this module, with its three standard streams piped.
 fn spawn_child(name: &str) -> std::process::Child {
     std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            common::test_path(module_path!(), name).as_str(),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(common::CHILD_ENV, name)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -5,7 +5,7 @@
 //! Processer never runs elsewhere, and that dumps, panics, dense stacks and
 //! chaos mode keep working while tasks switch directly.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -112,6 +112,7 @@ fn two_yielding_tasks_alternate_and_switch_directly() {
 #[test]
 fn yields_and_parks_across_two_processers_with_unparks_from_threads() {
     in_child(
+        module_path!(),
         "yields_and_parks_across_two_processers_with_unparks_from_threads",
         || {
             let s = sched(2);
@@ -286,6 +287,7 @@ fn user_function_that_parks_in_the_ping_pong(rx: &gofer::chan::Receiver<u64>) ->
 #[test]
 fn dumps_taken_while_tasks_ping_pong_through_direct_switches() {
     in_child(
+        module_path!(),
         "dumps_taken_while_tasks_ping_pong_through_direct_switches",
         || {
             let s = sched(2);
@@ -426,44 +428,48 @@ fn yield_deep(frames: usize, n: u64, count: &AtomicU64) {
 /// aborts the process: watched in a child).
 #[test]
 fn dense_stacks_with_tasks_parked_near_their_limit() {
-    in_child("dense_stacks_with_tasks_parked_near_their_limit", || {
-        let s = Scheduler::builder()
-            .min_threads(1)
-            .max_threads(1)
-            .dense_stacks(true)
-            .stack_size(32 * 1024)
-            .build()
-            .expect("a dense-stack scheduler");
-        let count = Arc::new(AtomicU64::new(0));
-        // Two tasks yielding to each other from about 26 KiB deep: less
-        // than the direct switch's headroom is free below them.
-        let run_pair = |frames: usize| {
-            let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
-            let gate = s.spawn(move || gate_rx.recv().unwrap());
-            let hs: Vec<_> = (0..2)
-                .map(|_| {
-                    let c = count.clone();
-                    s.spawn(move || yield_deep(frames, 200, &c))
-                })
-                .collect();
-            gate_tx.send(()).unwrap();
-            gate.join().unwrap();
-            for h in hs {
-                h.join().unwrap();
-            }
-        };
-        run_pair(52);
-        assert_eq!(count.load(Ordering::Relaxed), 2 * 200);
-        assert_eq!(direct_switches(&s), 0, "a direct switch into a deep task");
-        // The same from the top of their stacks: direct.
-        run_pair(0);
-        assert_eq!(count.load(Ordering::Relaxed), 4 * 200);
-        assert_direct_switches_made(&s);
-        println!(
-            "figure: {} of {} switches direct",
-            direct_switches(&s),
-            switches(&s)
-        );
-        s.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "dense_stacks_with_tasks_parked_near_their_limit",
+        || {
+            let s = Scheduler::builder()
+                .min_threads(1)
+                .max_threads(1)
+                .dense_stacks(true)
+                .stack_size(32 * 1024)
+                .build()
+                .expect("a dense-stack scheduler");
+            let count = Arc::new(AtomicU64::new(0));
+            // Two tasks yielding to each other from about 26 KiB deep: less
+            // than the direct switch's headroom is free below them.
+            let run_pair = |frames: usize| {
+                let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+                let gate = s.spawn(move || gate_rx.recv().unwrap());
+                let hs: Vec<_> = (0..2)
+                    .map(|_| {
+                        let c = count.clone();
+                        s.spawn(move || yield_deep(frames, 200, &c))
+                    })
+                    .collect();
+                gate_tx.send(()).unwrap();
+                gate.join().unwrap();
+                for h in hs {
+                    h.join().unwrap();
+                }
+            };
+            run_pair(52);
+            assert_eq!(count.load(Ordering::Relaxed), 2 * 200);
+            assert_eq!(direct_switches(&s), 0, "a direct switch into a deep task");
+            // The same from the top of their stacks: direct.
+            run_pair(0);
+            assert_eq!(count.load(Ordering::Relaxed), 4 * 200);
+            assert_direct_switches_made(&s);
+            println!(
+                "figure: {} of {} switches direct",
+                direct_switches(&s),
+                switches(&s)
+            );
+            s.shutdown();
+        },
+    );
 }

@@ -2,7 +2,7 @@
 //! from other threads in (the new queue is looked at every 61 picks), and
 //! lets tasks already queued locally run.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};

@@ -2,9 +2,9 @@
 //! fiber, the forced unwind of a dropped fiber (every destructor counted),
 //! nesting, stacks (sizes, reuse, overflow reports).
 //!
-//! The fatal cases run in a child process (see `tests/stack.rs`).
+//! The fatal cases run in a child process (see `tests/scheduler/stack.rs`).
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::hint::black_box;
@@ -430,7 +430,7 @@ fn overflowing_a_fiber_stack_is_reported_with_its_name_and_aborts() {
             "gofer: fiber 'nested' overflowed its 32768-byte stack",
         ),
     ] {
-        let out = run_child(OVERFLOW_TEST, scenario, &[]);
+        let out = run_child(module_path!(), OVERFLOW_TEST, scenario, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             stderr.contains("CHILD-FIBER-STARTED"),
@@ -493,6 +493,7 @@ fn a_fibers_panic_is_reported_naming_it_even_on_a_minimum_stack() {
     // With backtraces on, the default hook needs far more stack than 16 KiB:
     // it must run on a stack of its own, and the panics must still be caught.
     let out = run_child(
+        module_path!(),
         PANIC_REPORT_TEST,
         "fiber-panic",
         &[("RUST_BACKTRACE", Some("1"))],

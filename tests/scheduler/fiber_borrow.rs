@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-mod common;
+use crate::common;
 
 use common::in_child;
 use gofer::fiber::{Builder, FiberResult, ScopedFiber, ScopedGenerator, Yielder};
@@ -176,6 +176,7 @@ fn a_thread_scope_suspended_inside_a_scoped_fiber_ends_before_the_borrow() {
     // In a child: a fiber that is not unwound, or unwound in the wrong
     // order, leaves the thread (and so the scope) waiting for good.
     in_child(
+        module_path!(),
         "a_thread_scope_suspended_inside_a_scoped_fiber_ends_before_the_borrow",
         || {
             let text = String::from("borrowed text");

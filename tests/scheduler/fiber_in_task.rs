@@ -3,7 +3,7 @@
 //! with the fiber on top, and the task resumes, possibly on another thread,
 //! right where the fiber left off.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};

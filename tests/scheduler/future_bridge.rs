@@ -3,7 +3,7 @@
 //! channels, and a `JoinHandle` awaited from async code (its waker protocol
 //! included).
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::pin::Pin;

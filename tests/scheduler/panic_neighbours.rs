@@ -7,7 +7,7 @@
 //! Each test runs in a child process with a watchdog: the old behaviour
 //! hangs, or leaves std's panic counts wrong for the rest of the process.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,6 +39,7 @@ fn one_thread(name: &str) -> gofer::Scheduler {
 #[test]
 fn a_neighbour_parked_mid_unwind_does_not_poison_the_locks_a_task_releases() {
     in_child(
+        module_path!(),
         "a_neighbour_parked_mid_unwind_does_not_poison_the_locks_a_task_releases",
         || {
             let sched = one_thread("unwind-neighbour");
@@ -97,6 +98,7 @@ fn a_neighbour_parked_mid_unwind_does_not_poison_the_locks_a_task_releases() {
 #[test]
 fn tasks_contending_for_a_std_lock_beside_a_task_parked_mid_unwind_do_not_deadlock() {
     in_child(
+        module_path!(),
         "tasks_contending_for_a_std_lock_beside_a_task_parked_mid_unwind_do_not_deadlock",
         || {
             let sched = one_thread("unwind-contend");
@@ -157,6 +159,7 @@ fn tasks_contending_for_a_std_lock_beside_a_task_parked_mid_unwind_do_not_deadlo
 #[test]
 fn unwinding_tasks_keep_their_panic_and_healthy_ones_never_see_it() {
     in_child(
+        module_path!(),
         "unwinding_tasks_keep_their_panic_and_healthy_ones_never_see_it",
         || {
             const UNWINDERS: usize = 100;

@@ -7,7 +7,7 @@
 //! Each test runs in a child process: an unwind that moves threads leaves
 //! std's panic counts wrong for the rest of the process.
 
-mod common;
+use crate::common;
 
 use std::sync::mpsc;
 use std::thread::ThreadId;
@@ -98,6 +98,7 @@ fn check_all(rx: mpsc::Receiver<(Seen, Seen)>) {
 #[test]
 fn a_task_that_parks_while_unwinding_a_panic_stays_on_its_thread() {
     in_child(
+        module_path!(),
         "a_task_that_parks_while_unwinding_a_panic_stays_on_its_thread",
         || {
             let (sched, stop) = busy_sched("unwind-panic", 4);
@@ -125,6 +126,7 @@ fn a_task_that_parks_while_unwinding_a_panic_stays_on_its_thread() {
 #[test]
 fn a_task_that_parks_in_a_dropped_fibers_unwind_stays_on_its_thread() {
     in_child(
+        module_path!(),
         "a_task_that_parks_in_a_dropped_fibers_unwind_stays_on_its_thread",
         || {
             use gofer::fiber::{Fiber, Generator, Yielder};

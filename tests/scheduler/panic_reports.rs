@@ -5,7 +5,7 @@
 //! Each case runs in a child process with a watchdog, since the failure
 //! being guarded against is an abort.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ fn still_works(s: &Scheduler) {
 }
 
 fn run(test: &str, scenario: &str) -> (String, String) {
-    let out = run_child_watched(test, scenario, &[], Duration::from_secs(60))
+    let out = run_child_watched(module_path!(), test, scenario, &[], Duration::from_secs(60))
         .unwrap_or_else(|| panic!("{test}: the child hung"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(

@@ -1,7 +1,7 @@
 //! park / unpark: tokens, wake-ups from any thread, no lost wake-ups under
 //! stress, and park_timeout inside and outside tasks.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};

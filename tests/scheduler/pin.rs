@@ -1,6 +1,6 @@
 //! Pinned tasks run only on their Processer, across yields and wake-ups.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};

@@ -2,7 +2,7 @@
 //! its errors, detaching by dropping the last handle, configuration errors,
 //! and the default scheduler's environment variables.
 
-mod common;
+use crate::common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -617,6 +617,7 @@ fn default_scheduler_honours_gofer_threads() {
         return;
     }
     let out = run_child(
+        module_path!(),
         GOFER_THREADS_TEST,
         "threads",
         &[("GOFER_THREADS", Some("3"))],
@@ -668,6 +669,7 @@ fn default_scheduler_reports_a_malformed_gofer_threads() {
         return;
     }
     let out = run_child(
+        module_path!(),
         GOFER_THREADS_BAD_TEST,
         "threads-bad",
         &[("GOFER_THREADS", Some("abc"))],

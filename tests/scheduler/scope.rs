@@ -3,7 +3,7 @@
 //! whether the closure returned or panicked, whether the handles were
 //! joined, dropped or leaked. Panics nobody joined come out of `scope`.
 
-mod common;
+use crate::common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -266,6 +266,7 @@ fn builder_spawn_scoped_names_the_task_and_returns_spawn_errors() {
 #[test]
 fn scheduler_scope_on_one_processer_parks_the_waiting_task() {
     in_child(
+        module_path!(),
         "scheduler_scope_on_one_processer_parks_the_waiting_task",
         || {
             let s = sched("sc-one", 1);

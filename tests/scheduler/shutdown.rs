@@ -4,7 +4,7 @@
 //! Each case runs in a child process with a watchdog, since the failures
 //! it guards against are a panic or a wait that never ends.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
@@ -30,7 +30,7 @@ fn sched(name: &str, threads: usize) -> Scheduler {
 /// Runs `test` as a child in `scenario` and asserts that it printed
 /// `CHILD-OK` and exited successfully before the watchdog fired.
 fn expect_child_ok(test: &str, scenario: &str) {
-    let out = run_child_watched(test, scenario, &[], CHILD_LIMIT)
+    let out = run_child_watched(module_path!(), test, scenario, &[], CHILD_LIMIT)
         .unwrap_or_else(|| panic!("child {test}/{scenario} hung (killed after {CHILD_LIMIT:?})"));
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),

@@ -5,7 +5,7 @@
 //! Each scenario runs in a child process under a watchdog (`in_child`):
 //! the signals go to the whole process, and a mistake would end it.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,32 +37,41 @@ fn interrupt_until(_keeper: &Signals, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn ctrl_c_in_a_task_returns_after_sigint() {
-    in_child("ctrl_c_in_a_task_returns_after_sigint", || {
-        let keeper = Signals::new(&[SIGINT]).unwrap();
-        let sched = common::fixed_scheduler(2);
-        let h = sched.spawn(ctrl_c);
-        interrupt_until(&keeper, || h.is_finished());
-        h.join().unwrap().unwrap();
-        sched.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "ctrl_c_in_a_task_returns_after_sigint",
+        || {
+            let keeper = Signals::new(&[SIGINT]).unwrap();
+            let sched = common::fixed_scheduler(2);
+            let h = sched.spawn(ctrl_c);
+            interrupt_until(&keeper, || h.is_finished());
+            h.join().unwrap().unwrap();
+            sched.shutdown();
+        },
+    );
 }
 
 #[test]
 fn ctrl_c_on_a_plain_thread_returns_after_sigint() {
-    in_child("ctrl_c_on_a_plain_thread_returns_after_sigint", || {
-        let keeper = Signals::new(&[SIGINT]).unwrap();
-        // A scheduler runs meanwhile: its Processers may take the signal.
-        let sched = common::fixed_scheduler(2);
-        let h = std::thread::spawn(ctrl_c);
-        interrupt_until(&keeper, || h.is_finished());
-        h.join().unwrap().unwrap();
-        sched.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "ctrl_c_on_a_plain_thread_returns_after_sigint",
+        || {
+            let keeper = Signals::new(&[SIGINT]).unwrap();
+            // A scheduler runs meanwhile: its Processers may take the signal.
+            let sched = common::fixed_scheduler(2);
+            let h = std::thread::spawn(ctrl_c);
+            interrupt_until(&keeper, || h.is_finished());
+            h.join().unwrap().unwrap();
+            sched.shutdown();
+        },
+    );
 }
 
 #[test]
 fn signals_made_before_the_first_scheduler_reach_a_task_and_a_thread() {
     in_child(
+        module_path!(),
         "signals_made_before_the_first_scheduler_reach_a_task_and_a_thread",
         || {
             let for_task = Signals::new(&[SIGINT, SIGTERM]).unwrap();
@@ -80,24 +89,29 @@ fn signals_made_before_the_first_scheduler_reach_a_task_and_a_thread() {
 
 #[test]
 fn signals_made_in_a_task_after_build_receive() {
-    in_child("signals_made_in_a_task_after_build_receive", || {
-        let sched = common::fixed_scheduler(2);
-        let (ready_tx, ready_rx) = gofer::chan::bounded(0);
-        let h = sched.spawn(move || {
-            let signals = Signals::new(&[SIGINT]).unwrap();
-            ready_tx.send(()).unwrap();
-            signals.recv()
-        });
-        ready_rx.recv().unwrap();
-        kill_self(SIGINT);
-        assert_eq!(h.join().unwrap(), SIGINT);
-        sched.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "signals_made_in_a_task_after_build_receive",
+        || {
+            let sched = common::fixed_scheduler(2);
+            let (ready_tx, ready_rx) = gofer::chan::bounded(0);
+            let h = sched.spawn(move || {
+                let signals = Signals::new(&[SIGINT]).unwrap();
+                ready_tx.send(()).unwrap();
+                signals.recv()
+            });
+            ready_rx.recv().unwrap();
+            kill_self(SIGINT);
+            assert_eq!(h.join().unwrap(), SIGINT);
+            sched.shutdown();
+        },
+    );
 }
 
 #[test]
 fn recv_in_a_task_wakes_while_other_processers_spin_and_take_the_signal() {
     in_child(
+        module_path!(),
         "recv_in_a_task_wakes_while_other_processers_spin_and_take_the_signal",
         || {
             // Processers 0 and 1 spin without switching; the waiter is on 2
@@ -158,6 +172,7 @@ fn recv_in_a_task_wakes_while_other_processers_spin_and_take_the_signal() {
 #[test]
 fn recv_in_a_task_wakes_among_tasks_that_keep_every_processer_busy() {
     in_child(
+        module_path!(),
         "recv_in_a_task_wakes_among_tasks_that_keep_every_processer_busy",
         || {
             let sched = common::fixed_scheduler(2);
@@ -192,30 +207,35 @@ fn recv_in_a_task_wakes_among_tasks_that_keep_every_processer_busy() {
 
 #[test]
 fn select_takes_the_timeout_arm_then_the_signal_arm() {
-    in_child("select_takes_the_timeout_arm_then_the_signal_arm", || {
-        let sched = common::fixed_scheduler(2);
-        let h = sched.spawn(|| {
-            let signals = Signals::new(&[SIGINT]).unwrap();
-            let first = gofer::select! {
-                recv(signals.receiver()) -> sig => format!("signal {sig:?}"),
-                default(Duration::from_millis(50)) => "timeout".to_string(),
-            };
-            assert_eq!(first, "timeout");
-            kill_self(SIGINT);
-            let timeout = gofer::chan::after(common::PATIENCE);
-            gofer::select! {
-                recv(signals.receiver()) -> sig => sig.unwrap(),
-                recv(timeout) -> _ => panic!("the signal never came"),
-            }
-        });
-        assert_eq!(h.join().unwrap(), SIGINT);
-        sched.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "select_takes_the_timeout_arm_then_the_signal_arm",
+        || {
+            let sched = common::fixed_scheduler(2);
+            let h = sched.spawn(|| {
+                let signals = Signals::new(&[SIGINT]).unwrap();
+                let first = gofer::select! {
+                    recv(signals.receiver()) -> sig => format!("signal {sig:?}"),
+                    default(Duration::from_millis(50)) => "timeout".to_string(),
+                };
+                assert_eq!(first, "timeout");
+                kill_self(SIGINT);
+                let timeout = gofer::chan::after(common::PATIENCE);
+                gofer::select! {
+                    recv(signals.receiver()) -> sig => sig.unwrap(),
+                    recv(timeout) -> _ => panic!("the signal never came"),
+                }
+            });
+            assert_eq!(h.join().unwrap(), SIGINT);
+            sched.shutdown();
+        },
+    );
 }
 
 #[test]
 fn every_signals_of_a_signal_receives_it_and_no_other_does() {
     in_child(
+        module_path!(),
         "every_signals_of_a_signal_receives_it_and_no_other_does",
         || {
             let a = Signals::new(&[SIGINT]).unwrap();
@@ -238,6 +258,7 @@ fn every_signals_of_a_signal_receives_it_and_no_other_does() {
 #[test]
 fn a_signal_before_anyone_waits_is_queued_up_to_the_buffer() {
     in_child(
+        module_path!(),
         "a_signal_before_anyone_waits_is_queued_up_to_the_buffer",
         || {
             let late = Signals::new(&[SIGUSR2]).unwrap();
@@ -288,29 +309,33 @@ fn handler_of(sig: i32) -> libc::sighandler_t {
 
 #[test]
 fn the_previous_disposition_is_chained_and_put_back() {
-    in_child("the_previous_disposition_is_chained_and_put_back", || {
-        // A program's own handler stays called while Signals live.
-        let own = counting_handler as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SAFETY: installs a handler that only touches an atomic.
-        assert_ne!(unsafe { libc::signal(SIGUSR1, own) }, libc::SIG_ERR);
-        let s = Signals::new(&[SIGUSR1]).unwrap();
-        assert_ne!(handler_of(SIGUSR1), own);
-        kill_self(SIGUSR1);
-        assert_eq!(s.recv(), SIGUSR1);
-        assert_eq!(PREVIOUS_CALLS.load(Ordering::SeqCst), 1);
-        drop(s);
-        assert_eq!(handler_of(SIGUSR1), own);
+    in_child(
+        module_path!(),
+        "the_previous_disposition_is_chained_and_put_back",
+        || {
+            // A program's own handler stays called while Signals live.
+            let own = counting_handler as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            // SAFETY: installs a handler that only touches an atomic.
+            assert_ne!(unsafe { libc::signal(SIGUSR1, own) }, libc::SIG_ERR);
+            let s = Signals::new(&[SIGUSR1]).unwrap();
+            assert_ne!(handler_of(SIGUSR1), own);
+            kill_self(SIGUSR1);
+            assert_eq!(s.recv(), SIGUSR1);
+            assert_eq!(PREVIOUS_CALLS.load(Ordering::SeqCst), 1);
+            drop(s);
+            assert_eq!(handler_of(SIGUSR1), own);
 
-        // SIGINT had its default action: it comes back after the last
-        // Signals (ctrl_c's own included) is gone.
-        assert_eq!(handler_of(SIGINT), libc::SIG_DFL);
-        let a = Signals::new(&[SIGINT]).unwrap();
-        let b = Signals::new(&[SIGINT]).unwrap();
-        drop(a);
-        assert_ne!(handler_of(SIGINT), libc::SIG_DFL);
-        drop(b);
-        assert_eq!(handler_of(SIGINT), libc::SIG_DFL);
-    });
+            // SIGINT had its default action: it comes back after the last
+            // Signals (ctrl_c's own included) is gone.
+            assert_eq!(handler_of(SIGINT), libc::SIG_DFL);
+            let a = Signals::new(&[SIGINT]).unwrap();
+            let b = Signals::new(&[SIGINT]).unwrap();
+            drop(a);
+            assert_ne!(handler_of(SIGINT), libc::SIG_DFL);
+            drop(b);
+            assert_eq!(handler_of(SIGINT), libc::SIG_DFL);
+        },
+    );
 }
 
 #[test]

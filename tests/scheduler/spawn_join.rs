@@ -1,7 +1,7 @@
 //! Spawning and joining: results, nesting, `go!` options, `Builder` errors,
 //! joining from inside a task, task identity, and detached tasks.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -6,7 +6,7 @@
 //! with `--exact <test>` and [`common::CHILD_ENV`] set, the child does the
 //! damage, and the parent inspects how it died.
 
-mod common;
+use crate::common;
 
 use std::hint::black_box;
 use std::os::unix::process::ExitStatusExt;
@@ -92,7 +92,7 @@ fn stack_overflow_is_reported_with_task_name_and_id_and_aborts() {
         println!("CHILD-SURVIVED {r:?}");
         return;
     }
-    let out = run_child(OVERFLOW_TEST, "overflow", &[]);
+    let out = run_child(module_path!(), OVERFLOW_TEST, "overflow", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let id = stderr
         .lines()
@@ -146,7 +146,7 @@ fn a_segfault_outside_a_guard_page_is_not_reported_as_overflow() {
         println!("CHILD-SURVIVED {r:?}");
         return;
     }
-    let out = run_child(SEGV_TEST, "segv", &[]);
+    let out = run_child(module_path!(), SEGV_TEST, "segv", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("CHILD-TASK-STARTED"),
@@ -193,6 +193,7 @@ fn a_panic_with_backtrace_in_a_minimum_size_stack_is_caught() {
     // The default panic hook captures and prints a backtrace: the task's
     // panic must still be caught and reach join.
     let out = run_child(
+        module_path!(),
         SMALL_PANIC_TEST,
         "small-panic",
         &[("RUST_BACKTRACE", Some("1"))],
@@ -223,7 +224,12 @@ fn stack_overflow_in_a_block_on_task_is_reported() {
         println!("CHILD-SURVIVED {v}");
         return;
     }
-    let out = run_child(BLOCK_ON_OVERFLOW_TEST, "block-on-overflow", &[]);
+    let out = run_child(
+        module_path!(),
+        BLOCK_ON_OVERFLOW_TEST,
+        "block-on-overflow",
+        &[],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     let id = stderr
         .lines()
@@ -280,7 +286,7 @@ fn a_plain_thread_overflow_is_left_to_the_rust_runtime() {
         println!("CHILD-SURVIVED {:?}", r.is_ok());
         return;
     }
-    let out = run_child(THREAD_OVERFLOW_TEST, "thread-overflow", &[]);
+    let out = run_child(module_path!(), THREAD_OVERFLOW_TEST, "thread-overflow", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("CHILD-THREAD-STARTED"),

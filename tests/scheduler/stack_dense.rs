@@ -9,10 +9,17 @@ use std::sync::{Arc, Mutex};
 
 use gofer::{Builder, Scheduler, SpawnError};
 
-/// Re-runs the named test of this binary in a child with `GOFER_CHILD` set.
+use crate::common;
+
+/// Re-runs the named test of this module in a child with `GOFER_CHILD` set.
 fn run_child(test: &str) -> std::process::Output {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            common::test_path(module_path!(), test).as_str(),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("GOFER_CHILD", test)
         .output()
         .unwrap()

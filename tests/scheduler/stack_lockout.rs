@@ -4,7 +4,7 @@
 //! Runs in a child process: it maps the process's whole guarded-stack cap
 //! (about 30,000 stacks of 16 KiB at `vm.max_map_count = 65530`).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -98,8 +98,14 @@ fn a_scheduler_spawns_again_once_other_schedulers_free_their_stacks() {
         println!("CHILD-OK");
         return;
     }
-    let out = run_child_watched(LOCKOUT, "lockout", &[], Duration::from_secs(300))
-        .expect("the child hung");
+    let out = run_child_watched(
+        module_path!(),
+        LOCKOUT,
+        "lockout",
+        &[],
+        Duration::from_secs(300),
+    )
+    .expect("the child hung");
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),
         "{}",

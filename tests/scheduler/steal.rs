@@ -1,6 +1,6 @@
 //! Work stealing: tasks queued on a busy Processer are taken by an idle one.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};

@@ -7,7 +7,7 @@
 //! receiver sleeps through at least `MISSED` periods (a sleep never ends
 //! early), so the counts below hold however loaded the machine is.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -95,7 +95,7 @@ fn delay_drops_missed_ticks_and_restarts_the_schedule_at_the_late_receive() {
 
 #[test]
 fn burst_in_a_select_inside_a_task() {
-    in_child("burst_in_a_select_inside_a_task", || {
+    in_child(module_path!(), "burst_in_a_select_inside_a_task", || {
         let s = Scheduler::builder()
             .min_threads(1)
             .max_threads(1)

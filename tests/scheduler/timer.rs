@@ -1,7 +1,7 @@
 //! Timers: one-shot and recurring timers, cancellation, and sleeping tasks
 //! that free their thread.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};

@@ -7,7 +7,7 @@
 //! Each scenario runs in a child process under a watchdog: a lost wake-up
 //! would hang its joins.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -133,26 +133,30 @@ fn deadline_order(mut armed: Vec<Key>) -> Vec<usize> {
 /// ones fired with it (as one would through the next-task slot).
 #[test]
 fn a_fired_batch_runs_in_deadline_order() {
-    in_child("a_fired_batch_runs_in_deadline_order", || {
-        let s = one_processer("tbatch");
-        let mut checked = 0;
-        for _ in 0..5 {
-            let Some((armed, woke)) = pinned_round(&s, 2_000, 2_000) else {
-                continue; // a sleeper began after its deadline: again
-            };
-            let want = deadline_order(armed);
-            assert_eq!(woke.len(), want.len());
-            let first_wrong = woke.iter().zip(&want).position(|(a, b)| a != b);
-            assert_eq!(first_wrong, None, "woke out of deadline order");
-            checked += 1;
-        }
-        s.shutdown();
-        assert!(
-            checked > 0,
-            "no round began every sleep before its deadline"
-        );
-        println!("figure: {checked} rounds of 2,000 sleepers woke in deadline order");
-    });
+    in_child(
+        module_path!(),
+        "a_fired_batch_runs_in_deadline_order",
+        || {
+            let s = one_processer("tbatch");
+            let mut checked = 0;
+            for _ in 0..5 {
+                let Some((armed, woke)) = pinned_round(&s, 2_000, 2_000) else {
+                    continue; // a sleeper began after its deadline: again
+                };
+                let want = deadline_order(armed);
+                assert_eq!(woke.len(), want.len());
+                let first_wrong = woke.iter().zip(&want).position(|(a, b)| a != b);
+                assert_eq!(first_wrong, None, "woke out of deadline order");
+                checked += 1;
+            }
+            s.shutdown();
+            assert!(
+                checked > 0,
+                "no round began every sleep before its deadline"
+            );
+            println!("figure: {checked} rounds of 2,000 sleepers woke in deadline order");
+        },
+    );
 }
 
 /// Sleepers bound to Processer 0 whose deadlines fall while that
@@ -163,6 +167,7 @@ fn a_fired_batch_runs_in_deadline_order() {
 #[test]
 fn wake_ups_fired_for_a_blocked_processer_keep_deadline_order() {
     in_child(
+        module_path!(),
         "wake_ups_fired_for_a_blocked_processer_keep_deadline_order",
         || {
             let s = Scheduler::builder()
@@ -258,6 +263,7 @@ fn wake_ups_fired_for_a_blocked_processer_keep_deadline_order() {
 #[test]
 fn bound_sleepers_stay_put_and_migratable_ones_may_move() {
     in_child(
+        module_path!(),
         "bound_sleepers_stay_put_and_migratable_ones_may_move",
         || {
             let s = Scheduler::builder()

@@ -8,7 +8,7 @@
 //! pushed to it in order, so once the sentinel's task ran, a run of the
 //! condition timer would have run before it.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};

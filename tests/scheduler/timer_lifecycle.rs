@@ -4,7 +4,7 @@
 //! The shutdown cases could hang, so they run in a child process with a
 //! watchdog.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -26,8 +26,14 @@ fn sched(name: &str, threads: usize) -> Scheduler {
 /// Runs `scenario` of `test` in a child with a watchdog; it must print
 /// CHILD-OK, exit 0, and say nothing about timers that could not start.
 fn in_child(test: &str, scenario: &str) {
-    let out = run_child_watched(test, scenario, &[], Duration::from_secs(120))
-        .unwrap_or_else(|| panic!("{test}: the child hung (killed by the watchdog)"));
+    let out = run_child_watched(
+        module_path!(),
+        test,
+        scenario,
+        &[],
+        Duration::from_secs(120),
+    )
+    .unwrap_or_else(|| panic!("{test}: the child hung (killed by the watchdog)"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CHILD-OK"),

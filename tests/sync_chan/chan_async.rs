@@ -7,7 +7,7 @@
 //! Every scenario that waits runs in a child process under a watchdog, so a
 //! lost wake-up fails the test instead of hanging it.
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -118,43 +118,52 @@ fn join_received(hs: Vec<gofer::JoinHandle<Vec<u64>>>) -> Vec<u64> {
 
 #[test]
 fn tokio_current_thread_receives_from_gofer_tasks() {
-    in_child("tokio_current_thread_receives_from_gofer_tasks", || {
-        let s = sched(2);
-        let rt = current_thread_rt();
-        for (name, tx, rx) in flavours::<u64>() {
-            let senders = spawn_senders(&s, &tx, 4);
-            drop(tx);
-            let got = rt.block_on(recv_all(rx));
-            for h in senders {
-                h.join().unwrap();
+    in_child(
+        module_path!(),
+        "tokio_current_thread_receives_from_gofer_tasks",
+        || {
+            let s = sched(2);
+            let rt = current_thread_rt();
+            for (name, tx, rx) in flavours::<u64>() {
+                let senders = spawn_senders(&s, &tx, 4);
+                drop(tx);
+                let got = rt.block_on(recv_all(rx));
+                for h in senders {
+                    h.join().unwrap();
+                }
+                println!("{name}: {} values", got.len());
+                assert_each_once(got);
             }
-            println!("{name}: {} values", got.len());
-            assert_each_once(got);
-        }
-        s.shutdown();
-    });
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
 fn tokio_current_thread_sends_to_gofer_tasks() {
-    in_child("tokio_current_thread_sends_to_gofer_tasks", || {
-        let s = sched(2);
-        let rt = current_thread_rt();
-        for (name, tx, rx) in flavours::<u64>() {
-            let receivers = spawn_receivers(&s, &rx, 3);
-            drop(rx);
-            rt.block_on(send_all(tx));
-            let got = join_received(receivers);
-            println!("{name}: {} values", got.len());
-            assert_each_once(got);
-        }
-        s.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "tokio_current_thread_sends_to_gofer_tasks",
+        || {
+            let s = sched(2);
+            let rt = current_thread_rt();
+            for (name, tx, rx) in flavours::<u64>() {
+                let receivers = spawn_receivers(&s, &rx, 3);
+                drop(rx);
+                rt.block_on(send_all(tx));
+                let got = join_received(receivers);
+                println!("{name}: {} values", got.len());
+                assert_each_once(got);
+            }
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
 fn tokio_multi_thread_both_ways_with_several_async_peers() {
     in_child(
+        module_path!(),
         "tokio_multi_thread_both_ways_with_several_async_peers",
         || {
             let s = sched(2);
@@ -211,7 +220,7 @@ fn tokio_multi_thread_both_ways_with_several_async_peers() {
 
 #[test]
 fn futures_block_on_both_ways() {
-    in_child("futures_block_on_both_ways", || {
+    in_child(module_path!(), "futures_block_on_both_ways", || {
         for (name, tx, rx) in flavours::<u64>() {
             let sender = std::thread::spawn({
                 let tx = tx.clone();
@@ -237,43 +246,48 @@ fn futures_block_on_both_ways() {
 
 #[test]
 fn block_on_future_inside_tasks_both_ways() {
-    in_child("block_on_future_inside_tasks_both_ways", || {
-        let s = sched(2);
-        for (name, tx, rx) in flavours::<u64>() {
-            // A task awaits values that plain tasks send...
-            let senders = spawn_senders(&s, &tx, 2);
-            drop(tx);
-            let got = s
-                .spawn(move || block_on_future(recv_all(rx)))
-                .join()
-                .unwrap();
-            for h in senders {
-                h.join().unwrap();
+    in_child(
+        module_path!(),
+        "block_on_future_inside_tasks_both_ways",
+        || {
+            let s = sched(2);
+            for (name, tx, rx) in flavours::<u64>() {
+                // A task awaits values that plain tasks send...
+                let senders = spawn_senders(&s, &tx, 2);
+                drop(tx);
+                let got = s
+                    .spawn(move || block_on_future(recv_all(rx)))
+                    .join()
+                    .unwrap();
+                for h in senders {
+                    h.join().unwrap();
+                }
+                println!("{name}: {} values", got.len());
+                assert_each_once(got);
             }
-            println!("{name}: {} values", got.len());
-            assert_each_once(got);
-        }
-        for (_, tx, rx) in flavours::<u64>() {
-            // ...and one sends with send_async to tasks receiving.
-            let receivers = spawn_receivers(&s, &rx, 2);
-            drop(rx);
-            s.spawn(move || block_on_future(send_all(tx)))
-                .join()
-                .unwrap();
-            assert_each_once(join_received(receivers));
-        }
-        // Outside a task, block_on_future blocks the thread.
-        let (tx, rx) = bounded::<u64>(0);
-        let h = s.spawn(move || tx.send(7).unwrap());
-        assert_eq!(block_on_future(rx.recv_async()), Ok(7));
-        h.join().unwrap();
-        s.shutdown();
-    });
+            for (_, tx, rx) in flavours::<u64>() {
+                // ...and one sends with send_async to tasks receiving.
+                let receivers = spawn_receivers(&s, &rx, 2);
+                drop(rx);
+                s.spawn(move || block_on_future(send_all(tx)))
+                    .join()
+                    .unwrap();
+                assert_each_once(join_received(receivers));
+            }
+            // Outside a task, block_on_future blocks the thread.
+            let (tx, rx) = bounded::<u64>(0);
+            let h = s.spawn(move || tx.send(7).unwrap());
+            assert_eq!(block_on_future(rx.recv_async()), Ok(7));
+            h.join().unwrap();
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
 fn rendezvous_channel_between_async_and_tasks_both_ways() {
     in_child(
+        module_path!(),
         "rendezvous_channel_between_async_and_tasks_both_ways",
         || {
             let s = sched(2);
@@ -330,6 +344,7 @@ fn jitter(seed: &mut u64) {
 #[test]
 fn dropped_recv_future_under_a_racing_sender_loses_no_value() {
     in_child(
+        module_path!(),
         "dropped_recv_future_under_a_racing_sender_loses_no_value",
         || {
             const ROUNDS: u64 = 3000;
@@ -389,6 +404,7 @@ fn dropped_recv_future_under_a_racing_sender_loses_no_value() {
 #[test]
 fn dropped_recv_futures_with_many_senders_keep_every_value() {
     in_child(
+        module_path!(),
         "dropped_recv_futures_with_many_senders_keep_every_value",
         || {
             // Four sender threads, a receiver that keeps starting and dropping
@@ -462,6 +478,7 @@ fn dropped_send_future_on_a_full_channel_sends_nothing() {
 #[test]
 fn dropped_send_futures_under_a_racing_receiver_send_or_drop_each_value_once() {
     in_child(
+        module_path!(),
         "dropped_send_futures_under_a_racing_receiver_send_or_drop_each_value_once",
         || {
             const ROUNDS: u64 = 3000;
@@ -565,59 +582,63 @@ fn dropped_send_futures_under_a_racing_receiver_send_or_drop_each_value_once() {
 
 #[test]
 fn disconnection_fails_pending_and_new_futures() {
-    in_child("disconnection_fails_pending_and_new_futures", || {
-        // A pending recv_async wakes with RecvError when the last sender goes.
-        let (tx, rx) = bounded::<u64>(0);
-        let waker = Arc::new(CountingWaker::default());
-        let w = Waker::from(waker.clone());
-        let mut cx = Context::from_waker(&w);
-        let mut fut = rx.recv_async();
-        assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
-        drop(tx);
-        assert!(waker.count() >= 1, "disconnection wakes the future");
-        assert_eq!(
-            Pin::new(&mut fut).poll(&mut cx),
-            Poll::Ready(Err(RecvError))
-        );
-        // A new one fails at once.
-        assert_eq!(futures::executor::block_on(rx.recv_async()), Err(RecvError));
-
-        // Values buffered before disconnection are still received.
-        let (tx, rx) = unbounded::<u64>();
-        tx.send(1).unwrap();
-        drop(tx);
-        futures::executor::block_on(async {
-            assert_eq!(rx.recv_async().await, Ok(1));
-            assert_eq!(rx.recv_async().await, Err(RecvError));
-        });
-
-        // A pending send_async on a full channel fails when the last
-        // receiver goes, handing its value back.
-        let (tx, rx) = bounded::<u64>(1);
-        tx.send(1).unwrap();
-        let mut fut = tx.send_async(2);
-        assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
-        drop(rx);
-        match Pin::new(&mut fut).poll(&mut cx) {
-            Poll::Ready(Err(e)) => assert_eq!(e.into_inner(), 2),
-            other => panic!("expected the value back, got {other:?}"),
-        }
-        // A new one fails at once.
-        let e = futures::executor::block_on(tx.send_async(3)).unwrap_err();
-        assert_eq!(e.into_inner(), 3);
-
-        // The same from tokio, with the peer a gofer task.
-        let s = sched(1);
-        let rt = current_thread_rt();
-        let (tx, rx) = bounded::<u64>(0);
-        let h = s.spawn(move || {
-            gofer::sleep(Duration::from_millis(20));
+    in_child(
+        module_path!(),
+        "disconnection_fails_pending_and_new_futures",
+        || {
+            // A pending recv_async wakes with RecvError when the last sender goes.
+            let (tx, rx) = bounded::<u64>(0);
+            let waker = Arc::new(CountingWaker::default());
+            let w = Waker::from(waker.clone());
+            let mut cx = Context::from_waker(&w);
+            let mut fut = rx.recv_async();
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
             drop(tx);
-        });
-        assert_eq!(rt.block_on(rx.recv_async()), Err(RecvError));
-        h.join().unwrap();
-        s.shutdown();
-    });
+            assert!(waker.count() >= 1, "disconnection wakes the future");
+            assert_eq!(
+                Pin::new(&mut fut).poll(&mut cx),
+                Poll::Ready(Err(RecvError))
+            );
+            // A new one fails at once.
+            assert_eq!(futures::executor::block_on(rx.recv_async()), Err(RecvError));
+
+            // Values buffered before disconnection are still received.
+            let (tx, rx) = unbounded::<u64>();
+            tx.send(1).unwrap();
+            drop(tx);
+            futures::executor::block_on(async {
+                assert_eq!(rx.recv_async().await, Ok(1));
+                assert_eq!(rx.recv_async().await, Err(RecvError));
+            });
+
+            // A pending send_async on a full channel fails when the last
+            // receiver goes, handing its value back.
+            let (tx, rx) = bounded::<u64>(1);
+            tx.send(1).unwrap();
+            let mut fut = tx.send_async(2);
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+            drop(rx);
+            match Pin::new(&mut fut).poll(&mut cx) {
+                Poll::Ready(Err(e)) => assert_eq!(e.into_inner(), 2),
+                other => panic!("expected the value back, got {other:?}"),
+            }
+            // A new one fails at once.
+            let e = futures::executor::block_on(tx.send_async(3)).unwrap_err();
+            assert_eq!(e.into_inner(), 3);
+
+            // The same from tokio, with the peer a gofer task.
+            let s = sched(1);
+            let rt = current_thread_rt();
+            let (tx, rx) = bounded::<u64>(0);
+            let h = s.spawn(move || {
+                gofer::sleep(Duration::from_millis(20));
+                drop(tx);
+            });
+            assert_eq!(rt.block_on(rx.recv_async()), Err(RecvError));
+            h.join().unwrap();
+            s.shutdown();
+        },
+    );
 }
 
 /// A waker that counts its wakes.
@@ -638,7 +659,7 @@ impl Wake for CountingWaker {
 
 #[test]
 fn a_changed_waker_is_the_one_woken() {
-    in_child("a_changed_waker_is_the_one_woken", || {
+    in_child(module_path!(), "a_changed_waker_is_the_one_woken", || {
         for (name, tx, rx) in flavours::<u64>() {
             if name == "unbounded" {
                 continue; // sends never wait: only the receive side applies

@@ -7,7 +7,7 @@
 //!
 //! Scenarios that wait run in a child process under a watchdog.
 
-mod common;
+use crate::common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -88,21 +88,26 @@ fn assert_each_value_once(got: &[Vec<u64>]) {
 
 #[test]
 fn sixteen_receivers_fed_by_sixteen_tasks_on_a_thread() {
-    in_child("sixteen_receivers_fed_by_sixteen_tasks_on_a_thread", || {
-        let s = sched(2);
-        let (rxs, hs) = sixteen_fed_channels(&s);
-        let got = drain_with_select(&rxs);
-        for h in hs {
-            h.join().unwrap();
-        }
-        assert_each_value_once(&got);
-        s.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "sixteen_receivers_fed_by_sixteen_tasks_on_a_thread",
+        || {
+            let s = sched(2);
+            let (rxs, hs) = sixteen_fed_channels(&s);
+            let got = drain_with_select(&rxs);
+            for h in hs {
+                h.join().unwrap();
+            }
+            assert_each_value_once(&got);
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
 fn sixteen_receivers_fed_by_sixteen_tasks_inside_a_task() {
     in_child(
+        module_path!(),
         "sixteen_receivers_fed_by_sixteen_tasks_inside_a_task",
         || {
             let s = sched(2);
@@ -169,199 +174,211 @@ fn ready_arms_are_chosen_fairly() {
 
 #[test]
 fn mixed_send_and_recv_arms_move_every_value() {
-    in_child("mixed_send_and_recv_arms_move_every_value", || {
-        // A relay: values come in on two channels (from tasks) and go out on
-        // two channels (to tasks, threads and a select! loop), all through
-        // one Select with two receive and two send arms. Outgoing channels
-        // are a rendezvous one and a bounded(1) one, so send arms wait for
-        // room and for receivers.
-        const N: u64 = 5000;
-        let s = sched(2);
-        let (in_a_tx, in_a) = bounded::<u64>(4);
-        let (in_b_tx, in_b) = bounded::<u64>(0);
-        let (out_a, out_a_rx) = bounded::<u64>(0);
-        let (out_b, out_b_rx) = bounded::<u64>(1);
-        let pa = s.spawn(move || (0..N).for_each(|i| in_a_tx.send(i).unwrap()));
-        let pb = s.spawn(move || (N..2 * N).for_each(|i| in_b_tx.send(i).unwrap()));
-        // out_a: two gofer tasks; out_b: a plain thread and a select! loop.
-        let ca: Vec<_> = (0..2)
-            .map(|_| {
-                let rx = out_a_rx.clone();
-                s.spawn(move || rx.iter().collect::<Vec<u64>>())
-            })
-            .collect();
-        drop(out_a_rx);
-        let cb_thread = {
-            let rx = out_b_rx.clone();
-            std::thread::spawn(move || rx.iter().collect::<Vec<u64>>())
-        };
-        let cb_select = s.spawn(move || {
-            let mut got = Vec::new();
-            loop {
-                gofer::select! {
-                    recv(out_b_rx) -> v => match v {
-                        Ok(v) => got.push(v),
-                        Err(_) => break,
-                    },
-                }
-            }
-            got
-        });
-
-        // The relay itself, in a task. Send arms take part only while there
-        // is something to send (a selected send must be completed), so it
-        // keeps two selections: receives only, and receives and sends.
-        let relay = s.spawn(move || {
-            let mut pending: std::collections::VecDeque<u64> = Default::default();
-            let mut recv_only = Select::new();
-            let mut all = Select::new();
-            let (ra, rb) = (recv_only.recv(&in_a), recv_only.recv(&in_b));
-            assert_eq!((ra, rb), (all.recv(&in_a), all.recv(&in_b)));
-            let sa = all.send(&out_a);
-            let sb = all.send(&out_b);
-            let mut open_inputs = 2;
-            let mut relayed = 0u64;
-            while open_inputs > 0 || !pending.is_empty() {
-                let oper = if pending.is_empty() {
-                    recv_only.select()
-                } else {
-                    all.select()
-                };
-                let i = oper.index();
-                if i == ra || i == rb {
-                    let rx = if i == ra { &in_a } else { &in_b };
-                    match oper.recv(rx) {
-                        Ok(v) => pending.push_back(v),
-                        Err(RecvError) => {
-                            open_inputs -= 1;
-                            recv_only.remove(i);
-                            all.remove(i);
-                        }
+    in_child(
+        module_path!(),
+        "mixed_send_and_recv_arms_move_every_value",
+        || {
+            // A relay: values come in on two channels (from tasks) and go out on
+            // two channels (to tasks, threads and a select! loop), all through
+            // one Select with two receive and two send arms. Outgoing channels
+            // are a rendezvous one and a bounded(1) one, so send arms wait for
+            // room and for receivers.
+            const N: u64 = 5000;
+            let s = sched(2);
+            let (in_a_tx, in_a) = bounded::<u64>(4);
+            let (in_b_tx, in_b) = bounded::<u64>(0);
+            let (out_a, out_a_rx) = bounded::<u64>(0);
+            let (out_b, out_b_rx) = bounded::<u64>(1);
+            let pa = s.spawn(move || (0..N).for_each(|i| in_a_tx.send(i).unwrap()));
+            let pb = s.spawn(move || (N..2 * N).for_each(|i| in_b_tx.send(i).unwrap()));
+            // out_a: two gofer tasks; out_b: a plain thread and a select! loop.
+            let ca: Vec<_> = (0..2)
+                .map(|_| {
+                    let rx = out_a_rx.clone();
+                    s.spawn(move || rx.iter().collect::<Vec<u64>>())
+                })
+                .collect();
+            drop(out_a_rx);
+            let cb_thread = {
+                let rx = out_b_rx.clone();
+                std::thread::spawn(move || rx.iter().collect::<Vec<u64>>())
+            };
+            let cb_select = s.spawn(move || {
+                let mut got = Vec::new();
+                loop {
+                    gofer::select! {
+                        recv(out_b_rx) -> v => match v {
+                            Ok(v) => got.push(v),
+                            Err(_) => break,
+                        },
                     }
-                } else {
-                    let tx = if i == sa {
-                        &out_a
-                    } else {
-                        assert_eq!(i, sb);
-                        &out_b
-                    };
-                    let v = pending.pop_front().expect("send arms only with values");
-                    oper.send(tx, v).unwrap();
-                    relayed += 1;
                 }
-            }
-            relayed
-        });
-        pa.join().unwrap();
-        pb.join().unwrap();
-        let relayed = relay.join().unwrap();
-        let mut got: Vec<u64> = ca.into_iter().flat_map(|h| h.join().unwrap()).collect();
-        let from_thread = cb_thread.join().unwrap();
-        let from_select = cb_select.join().unwrap();
-        println!(
+                got
+            });
+
+            // The relay itself, in a task. Send arms take part only while there
+            // is something to send (a selected send must be completed), so it
+            // keeps two selections: receives only, and receives and sends.
+            let relay = s.spawn(move || {
+                let mut pending: std::collections::VecDeque<u64> = Default::default();
+                let mut recv_only = Select::new();
+                let mut all = Select::new();
+                let (ra, rb) = (recv_only.recv(&in_a), recv_only.recv(&in_b));
+                assert_eq!((ra, rb), (all.recv(&in_a), all.recv(&in_b)));
+                let sa = all.send(&out_a);
+                let sb = all.send(&out_b);
+                let mut open_inputs = 2;
+                let mut relayed = 0u64;
+                while open_inputs > 0 || !pending.is_empty() {
+                    let oper = if pending.is_empty() {
+                        recv_only.select()
+                    } else {
+                        all.select()
+                    };
+                    let i = oper.index();
+                    if i == ra || i == rb {
+                        let rx = if i == ra { &in_a } else { &in_b };
+                        match oper.recv(rx) {
+                            Ok(v) => pending.push_back(v),
+                            Err(RecvError) => {
+                                open_inputs -= 1;
+                                recv_only.remove(i);
+                                all.remove(i);
+                            }
+                        }
+                    } else {
+                        let tx = if i == sa {
+                            &out_a
+                        } else {
+                            assert_eq!(i, sb);
+                            &out_b
+                        };
+                        let v = pending.pop_front().expect("send arms only with values");
+                        oper.send(tx, v).unwrap();
+                        relayed += 1;
+                    }
+                }
+                relayed
+            });
+            pa.join().unwrap();
+            pb.join().unwrap();
+            let relayed = relay.join().unwrap();
+            let mut got: Vec<u64> = ca.into_iter().flat_map(|h| h.join().unwrap()).collect();
+            let from_thread = cb_thread.join().unwrap();
+            let from_select = cb_select.join().unwrap();
+            println!(
             "figure: relayed {relayed}: {} to the rendezvous consumers, {} + {} to the bounded ones",
             got.len(),
             from_thread.len(),
             from_select.len()
         );
-        got.extend(from_thread);
-        got.extend(from_select);
-        got.sort_unstable();
-        assert_eq!(
-            got,
-            (0..2 * N).collect::<Vec<_>>(),
-            "every value exactly once"
-        );
-        s.shutdown();
-    });
+            got.extend(from_thread);
+            got.extend(from_select);
+            got.sort_unstable();
+            assert_eq!(
+                got,
+                (0..2 * N).collect::<Vec<_>>(),
+                "every value exactly once"
+            );
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
 fn mixed_arms_with_both_directions_always_offered() {
-    in_child("mixed_arms_with_both_directions_always_offered", || {
-        // Two tasks trade values through one Select each: each has a send
-        // arm towards the other and a receive arm from the other, on
-        // rendezvous channels, and always offers both. Each Select must
-        // never pair its own send with its own receive, and the two must
-        // make progress: 2,000 exchanges each way.
-        const N: u64 = 2000;
-        let s = sched(2);
-        let (a_to_b, b_from_a) = bounded::<u64>(0);
-        let (b_to_a, a_from_b) = bounded::<u64>(0);
-        let side = |tx: Sender<u64>, rx: Receiver<u64>| {
-            move || {
-                let (mut sent, mut got) = (0u64, Vec::new());
-                let mut sel = Select::new();
-                let si = sel.send(&tx);
-                let ri = sel.recv(&rx);
-                while sent < N || (got.len() as u64) < N {
-                    let oper = sel.select();
-                    if oper.index() == si {
-                        if sent < N {
-                            oper.send(&tx, sent).unwrap();
-                            sent += 1;
+    in_child(
+        module_path!(),
+        "mixed_arms_with_both_directions_always_offered",
+        || {
+            // Two tasks trade values through one Select each: each has a send
+            // arm towards the other and a receive arm from the other, on
+            // rendezvous channels, and always offers both. Each Select must
+            // never pair its own send with its own receive, and the two must
+            // make progress: 2,000 exchanges each way.
+            const N: u64 = 2000;
+            let s = sched(2);
+            let (a_to_b, b_from_a) = bounded::<u64>(0);
+            let (b_to_a, a_from_b) = bounded::<u64>(0);
+            let side = |tx: Sender<u64>, rx: Receiver<u64>| {
+                move || {
+                    let (mut sent, mut got) = (0u64, Vec::new());
+                    let mut sel = Select::new();
+                    let si = sel.send(&tx);
+                    let ri = sel.recv(&rx);
+                    while sent < N || (got.len() as u64) < N {
+                        let oper = sel.select();
+                        if oper.index() == si {
+                            if sent < N {
+                                oper.send(&tx, sent).unwrap();
+                                sent += 1;
+                            } else {
+                                // Done sending: the peer still sends to us. A
+                                // selected send must be completed; send a marker
+                                // the peer ignores.
+                                oper.send(&tx, u64::MAX).unwrap();
+                            }
                         } else {
-                            // Done sending: the peer still sends to us. A
-                            // selected send must be completed; send a marker
-                            // the peer ignores.
-                            oper.send(&tx, u64::MAX).unwrap();
-                        }
-                    } else {
-                        assert_eq!(oper.index(), ri);
-                        let v = oper.recv(&rx).unwrap();
-                        if v != u64::MAX {
-                            got.push(v);
+                            assert_eq!(oper.index(), ri);
+                            let v = oper.recv(&rx).unwrap();
+                            if v != u64::MAX {
+                                got.push(v);
+                            }
                         }
                     }
+                    // Keep the peer's last selection answerable until it is
+                    // done too: drop our ends.
+                    drop(sel);
+                    drop(tx);
+                    // Drain whatever markers the peer still sends.
+                    while rx.recv_timeout(ms(50)).is_ok() {}
+                    got
                 }
-                // Keep the peer's last selection answerable until it is
-                // done too: drop our ends.
-                drop(sel);
-                drop(tx);
-                // Drain whatever markers the peer still sends.
-                while rx.recv_timeout(ms(50)).is_ok() {}
-                got
-            }
-        };
-        let a = s.spawn(side(a_to_b, a_from_b));
-        let b = s.spawn(side(b_to_a, b_from_a));
-        let (ga, gb) = (a.join().unwrap(), b.join().unwrap());
-        assert_eq!(ga, (0..N).collect::<Vec<_>>());
-        assert_eq!(gb, (0..N).collect::<Vec<_>>());
-        s.shutdown();
-    });
+            };
+            let a = s.spawn(side(a_to_b, a_from_b));
+            let b = s.spawn(side(b_to_a, b_from_a));
+            let (ga, gb) = (a.join().unwrap(), b.join().unwrap());
+            assert_eq!(ga, (0..N).collect::<Vec<_>>());
+            assert_eq!(gb, (0..N).collect::<Vec<_>>());
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
 fn a_waiting_send_arm_completes_when_a_receiver_comes() {
-    in_child("a_waiting_send_arm_completes_when_a_receiver_comes", || {
-        for cap in [0usize, 1] {
-            let (tx, rx) = bounded::<u32>(cap);
-            if cap == 1 {
-                tx.send(1).unwrap(); // full: the send arm must wait for room
-            }
-            let receiver = std::thread::spawn(move || {
-                std::thread::sleep(ms(30));
-                let mut got = Vec::new();
-                while let Ok(v) = rx.recv() {
-                    got.push(v);
+    in_child(
+        module_path!(),
+        "a_waiting_send_arm_completes_when_a_receiver_comes",
+        || {
+            for cap in [0usize, 1] {
+                let (tx, rx) = bounded::<u32>(cap);
+                if cap == 1 {
+                    tx.send(1).unwrap(); // full: the send arm must wait for room
                 }
-                got
-            });
-            let start = Instant::now();
-            let mut sel = Select::new();
-            let i = sel.send(&tx);
-            let oper = sel.select();
-            assert_eq!(oper.index(), i);
-            assert!(start.elapsed() >= ms(25), "cap {cap}: the send arm waited");
-            oper.send(&tx, 2).unwrap();
-            drop(sel);
-            drop(tx);
-            let got = receiver.join().unwrap();
-            let expected: Vec<u32> = if cap == 1 { vec![1, 2] } else { vec![2] };
-            assert_eq!(got, expected, "cap {cap}");
-        }
-    });
+                let receiver = std::thread::spawn(move || {
+                    std::thread::sleep(ms(30));
+                    let mut got = Vec::new();
+                    while let Ok(v) = rx.recv() {
+                        got.push(v);
+                    }
+                    got
+                });
+                let start = Instant::now();
+                let mut sel = Select::new();
+                let i = sel.send(&tx);
+                let oper = sel.select();
+                assert_eq!(oper.index(), i);
+                assert!(start.elapsed() >= ms(25), "cap {cap}: the send arm waited");
+                oper.send(&tx, 2).unwrap();
+                drop(sel);
+                drop(tx);
+                let got = receiver.join().unwrap();
+                let expected: Vec<u32> = if cap == 1 { vec![1, 2] } else { vec![2] };
+                assert_eq!(got, expected, "cap {cap}");
+            }
+        },
+    );
 }
 
 #[test]
@@ -437,7 +454,7 @@ fn select_timeout_times_out() {
 
 #[test]
 fn select_timeout_inside_a_task() {
-    in_child("select_timeout_inside_a_task", || {
+    in_child(module_path!(), "select_timeout_inside_a_task", || {
         let s = sched(1);
         let took = s
             .spawn(|| {
@@ -484,33 +501,37 @@ fn a_disconnected_arm_is_selectable() {
 
 #[test]
 fn a_pending_select_wakes_on_disconnection() {
-    in_child("a_pending_select_wakes_on_disconnection", || {
-        let (tx, rx) = bounded::<i32>(0);
-        let (tx2, rx2) = bounded::<i32>(1);
-        tx2.send(0).unwrap(); // full: the send arm waits
-        let h = std::thread::spawn(move || {
-            std::thread::sleep(ms(30));
-            drop(tx);
-            rx2
-        });
-        let mut sel = Select::new();
-        let r = sel.recv(&rx);
-        sel.send(&tx2);
-        let oper = sel.select();
-        assert_eq!(oper.index(), r);
-        assert_eq!(oper.recv(&rx), Err(RecvError));
-        // And a waiting send arm wakes when the last receiver goes.
-        let rx2 = h.join().unwrap();
-        let mut sel = Select::new();
-        sel.send(&tx2);
-        let h = std::thread::spawn(move || {
-            std::thread::sleep(ms(30));
-            drop(rx2);
-        });
-        let oper = sel.select();
-        assert_eq!(oper.send(&tx2, 1).unwrap_err().into_inner(), 1);
-        h.join().unwrap();
-    });
+    in_child(
+        module_path!(),
+        "a_pending_select_wakes_on_disconnection",
+        || {
+            let (tx, rx) = bounded::<i32>(0);
+            let (tx2, rx2) = bounded::<i32>(1);
+            tx2.send(0).unwrap(); // full: the send arm waits
+            let h = std::thread::spawn(move || {
+                std::thread::sleep(ms(30));
+                drop(tx);
+                rx2
+            });
+            let mut sel = Select::new();
+            let r = sel.recv(&rx);
+            sel.send(&tx2);
+            let oper = sel.select();
+            assert_eq!(oper.index(), r);
+            assert_eq!(oper.recv(&rx), Err(RecvError));
+            // And a waiting send arm wakes when the last receiver goes.
+            let rx2 = h.join().unwrap();
+            let mut sel = Select::new();
+            sel.send(&tx2);
+            let h = std::thread::spawn(move || {
+                std::thread::sleep(ms(30));
+                drop(rx2);
+            });
+            let oper = sel.select();
+            assert_eq!(oper.send(&tx2, 1).unwrap_err().into_inner(), 1);
+            h.join().unwrap();
+        },
+    );
 }
 
 #[test]
@@ -590,6 +611,7 @@ fn a_dropped_selection_is_undone_before_it_panics() {
 #[test]
 fn a_receiver_claimed_by_a_dropped_selection_starts_over() {
     in_child(
+        module_path!(),
         "a_receiver_claimed_by_a_dropped_selection_starts_over",
         || {
             // A thread and a task wait in recv on a rendezvous channel; a
@@ -635,35 +657,39 @@ fn a_receiver_claimed_by_a_dropped_selection_starts_over() {
 
 #[test]
 fn a_selected_send_can_claim_an_async_receiver() {
-    in_child("a_selected_send_can_claim_an_async_receiver", || {
-        use std::future::Future;
-        use std::pin::Pin;
-        use std::task::{Context, Poll};
-        let (tx, rx) = bounded::<i32>(0);
-        let mut fut = rx.recv_async();
-        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
-        assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
-        let mut sel = Select::new();
-        sel.send(&tx);
-        // The future waits: the send is ready, and is reserved on it.
-        let oper = sel.try_select().expect("a receiver waits");
-        oper.send(&tx, 5).unwrap();
-        wait_until("the future sees its value", || {
-            matches!(Pin::new(&mut fut).poll(&mut cx), Poll::Ready(Ok(5)))
-        });
-        // Reserved then dropped: the future goes on waiting, and gets the
-        // next value.
-        let mut fut = rx.recv_async();
-        assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            let _oper = sel.try_select().expect("a receiver waits");
-        }));
-        assert!(r.is_err());
-        drop(sel);
-        let sender = std::thread::spawn(move || tx.send(6).unwrap());
-        wait_until("the future gets the next value", || {
-            matches!(Pin::new(&mut fut).poll(&mut cx), Poll::Ready(Ok(6)))
-        });
-        sender.join().unwrap();
-    });
+    in_child(
+        module_path!(),
+        "a_selected_send_can_claim_an_async_receiver",
+        || {
+            use std::future::Future;
+            use std::pin::Pin;
+            use std::task::{Context, Poll};
+            let (tx, rx) = bounded::<i32>(0);
+            let mut fut = rx.recv_async();
+            let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+            let mut sel = Select::new();
+            sel.send(&tx);
+            // The future waits: the send is ready, and is reserved on it.
+            let oper = sel.try_select().expect("a receiver waits");
+            oper.send(&tx, 5).unwrap();
+            wait_until("the future sees its value", || {
+                matches!(Pin::new(&mut fut).poll(&mut cx), Poll::Ready(Ok(5)))
+            });
+            // Reserved then dropped: the future goes on waiting, and gets the
+            // next value.
+            let mut fut = rx.recv_async();
+            assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                let _oper = sel.try_select().expect("a receiver waits");
+            }));
+            assert!(r.is_err());
+            drop(sel);
+            let sender = std::thread::spawn(move || tx.send(6).unwrap());
+            wait_until("the future gets the next value", || {
+                matches!(Pin::new(&mut fut).poll(&mut cx), Poll::Ready(Ok(6)))
+            });
+            sender.join().unwrap();
+        },
+    );
 }

@@ -7,7 +7,7 @@
 //! Time bounds are generous: a message never comes before its deadline, and
 //! comes at most `LATE` after it.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -129,6 +129,7 @@ fn a_ready_channel_beats_a_pending_after() {
 #[test]
 fn after_in_select_inside_tasks_parks_them_without_a_thread_each() {
     in_child(
+        module_path!(),
         "after_in_select_inside_tasks_parks_them_without_a_thread_each",
         || {
             const TASKS: usize = 200;
@@ -177,7 +178,7 @@ fn after_in_select_inside_tasks_parks_them_without_a_thread_each() {
 
 #[test]
 fn tick_delivers_a_message_per_period() {
-    in_child("tick_delivers_a_message_per_period", || {
+    in_child(module_path!(), "tick_delivers_a_message_per_period", || {
         let start = Instant::now();
         let rx = tick(ms(30));
         let mut last = start;
@@ -218,41 +219,45 @@ fn tick_does_not_accumulate_when_nobody_reads() {
 
 #[test]
 fn tick_in_select_inside_a_task_alongside_a_channel() {
-    in_child("tick_in_select_inside_a_task_alongside_a_channel", || {
-        let s = sched(2);
-        let (tx, rx) = unbounded::<u32>();
-        let h = s.spawn(move || {
-            let ticker = tick(ms(10));
-            let mut ticks = 0u32;
-            let mut values = 0u32;
-            let start = Instant::now();
-            while ticks < 10 || values < 3 {
-                select! {
-                    recv(ticker) -> t => {
-                        assert!(t.is_ok());
-                        ticks += 1;
+    in_child(
+        module_path!(),
+        "tick_in_select_inside_a_task_alongside_a_channel",
+        || {
+            let s = sched(2);
+            let (tx, rx) = unbounded::<u32>();
+            let h = s.spawn(move || {
+                let ticker = tick(ms(10));
+                let mut ticks = 0u32;
+                let mut values = 0u32;
+                let start = Instant::now();
+                while ticks < 10 || values < 3 {
+                    select! {
+                        recv(ticker) -> t => {
+                            assert!(t.is_ok());
+                            ticks += 1;
+                        }
+                        recv(rx) -> v => {
+                            v.unwrap();
+                            values += 1;
+                        }
                     }
-                    recv(rx) -> v => {
-                        v.unwrap();
-                        values += 1;
-                    }
+                    assert!(
+                        start.elapsed() < ms(10) * 10 + LATE * 4,
+                        "ticks keep coming"
+                    );
                 }
-                assert!(
-                    start.elapsed() < ms(10) * 10 + LATE * 4,
-                    "ticks keep coming"
-                );
+                (ticks, start.elapsed())
+            });
+            for i in 0..3 {
+                tx.send(i).unwrap();
             }
-            (ticks, start.elapsed())
-        });
-        for i in 0..3 {
-            tx.send(i).unwrap();
-        }
-        let (ticks, took) = h.join().unwrap();
-        assert!(ticks >= 10);
-        // Ten ticks of 10 ms cannot come in less than 100 ms.
-        assert!(took >= ms(100), "ten ticks took {took:?}");
-        s.shutdown();
-    });
+            let (ticks, took) = h.join().unwrap();
+            assert!(ticks >= 10);
+            // Ten ticks of 10 ms cannot come in less than 100 ms.
+            assert!(took >= ms(100), "ten ticks took {took:?}");
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
@@ -282,22 +287,26 @@ fn never_is_never_ready() {
 
 #[test]
 fn never_and_after_in_select_inside_a_task() {
-    in_child("never_and_after_in_select_inside_a_task", || {
-        let s = sched(1);
-        let h = s.spawn(|| {
-            let start = Instant::now();
-            let nothing = never::<u8>();
-            let which = select! {
-                recv(nothing) -> _ => 0,
-                recv(after(ms(40))) -> _ => 1,
-            };
-            (which, start.elapsed())
-        });
-        let (which, took) = h.join().unwrap();
-        assert_eq!(which, 1);
-        assert!(took >= ms(40) && took <= ms(40) + LATE, "took {took:?}");
-        s.shutdown();
-    });
+    in_child(
+        module_path!(),
+        "never_and_after_in_select_inside_a_task",
+        || {
+            let s = sched(1);
+            let h = s.spawn(|| {
+                let start = Instant::now();
+                let nothing = never::<u8>();
+                let which = select! {
+                    recv(nothing) -> _ => 0,
+                    recv(after(ms(40))) -> _ => 1,
+                };
+                (which, start.elapsed())
+            });
+            let (which, took) = h.join().unwrap();
+            assert_eq!(which, 1);
+            assert!(took >= ms(40) && took <= ms(40) + LATE, "took {took:?}");
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
@@ -318,7 +327,7 @@ fn after_in_a_dynamic_select() {
 
 #[test]
 fn timers_from_async_code() {
-    in_child("timers_from_async_code", || {
+    in_child(module_path!(), "timers_from_async_code", || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

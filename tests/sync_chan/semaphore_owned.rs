@@ -2,7 +2,7 @@
 //! into tasks and threads, bound concurrency, hand over to waiters in
 //! order, time out without losing a permit, keep their semaphore alive.
 
-mod sync_util;
+use crate::sync_util;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! `gofer::sync::Barrier`: one leader per generation, reuse, tasks and
 //! threads.
 
-mod sync_util;
+use crate::sync_util;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

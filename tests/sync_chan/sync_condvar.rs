@@ -6,7 +6,7 @@
 //! the mutex shows `waiting == n`, all `n` are queued: the tests wait on that
 //! event, never on time.
 
-mod sync_util;
+use crate::sync_util;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! `gofer::sync::Mutex`: exclusion, timeouts, fairness, tasks and threads.
 
-mod sync_util;
+use crate::sync_util;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! `gofer::sync::RwLock`: shared reads, exclusive writes, writer
 //! preference, timeouts, tasks and threads.
 
-mod sync_util;
+use crate::sync_util;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! `gofer::sync::WaitGroup`: waiting for many tasks, many waiters, reuse,
 //! misuse.
 
-mod sync_util;
+use crate::common;
+use crate::sync_util;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -9,36 +10,46 @@ use std::sync::Arc;
 use gofer::sync::WaitGroup;
 use sync_util::{join_all, sched, wait_for, within};
 
+// In a child process: ten thousand stacks alive at once take a third of the
+// process's memory mappings (`vm.max_map_count`), which the tests of other
+// modules running beside it need too.
 #[test]
 fn wait_returns_once_ten_thousand_tasks_are_done() {
-    const TASKS: usize = 10_000;
-    let s = sched(2);
-    let wg = WaitGroup::new();
-    // Plain (Relaxed) writes, one slot per task: wait() must make every one
-    // of them visible.
-    let slots: Arc<Vec<AtomicUsize>> = Arc::new((0..TASKS).map(|_| AtomicUsize::new(0)).collect());
-    for i in 0..TASKS {
-        wg.add(1);
-        let (wg, slots) = (wg.clone(), slots.clone());
-        // Detached: the wait group is the only way to know they are done.
-        drop(s.spawn(move || {
-            if i % 2 == 0 {
-                gofer::yield_now();
+    common::in_child(
+        module_path!(),
+        "wait_returns_once_ten_thousand_tasks_are_done",
+        || {
+            const TASKS: usize = 10_000;
+            let s = sched(2);
+            let wg = WaitGroup::new();
+            // Plain (Relaxed) writes, one slot per task: wait() must make every one
+            // of them visible.
+            let slots: Arc<Vec<AtomicUsize>> =
+                Arc::new((0..TASKS).map(|_| AtomicUsize::new(0)).collect());
+            for i in 0..TASKS {
+                wg.add(1);
+                let (wg, slots) = (wg.clone(), slots.clone());
+                // Detached: the wait group is the only way to know they are done.
+                drop(s.spawn(move || {
+                    if i % 2 == 0 {
+                        gofer::yield_now();
+                    }
+                    slots[i].store(i + 1, Ordering::Relaxed);
+                    wg.done();
+                }));
             }
-            slots[i].store(i + 1, Ordering::Relaxed);
-            wg.done();
-        }));
-    }
-    let wg2 = wg.clone();
-    let slots2 = slots.clone();
-    // Wait from a task; the thread waits for it (bounded).
-    let checker = s.spawn(move || {
-        wg2.wait();
-        (0..TASKS).all(|i| slots2[i].load(Ordering::Relaxed) == i + 1)
-    });
-    assert_eq!(join_all(vec![checker]), vec![true]);
-    assert_eq!(wg.count(), 0);
-    s.shutdown();
+            let wg2 = wg.clone();
+            let slots2 = slots.clone();
+            // Wait from a task; the thread waits for it (bounded).
+            let checker = s.spawn(move || {
+                wg2.wait();
+                (0..TASKS).all(|i| slots2[i].load(Ordering::Relaxed) == i + 1)
+            });
+            assert_eq!(join_all(vec![checker]), vec![true]);
+            assert_eq!(wg.count(), 0);
+            s.shutdown();
+        },
+    );
 }
 
 #[test]
