@@ -1,6 +1,7 @@
 //! The IO drivers (epoll and io_uring, `GOFER_IO`), descriptor waits, idle
-//! sockets, files (`gofer::fs`, reads that need not wait), `unblock` and
-//! its pool, and the descriptor reserve.
+//! sockets, files (`gofer::fs`, reads that need not wait), and the
+//! descriptor reserve. (`unblock` and its pool, whose tests measure a
+//! heartbeat's gaps, are in `tests/alone/`.)
 //!
 //! What depends on the driver chosen by the environment, the descriptor
 //! limits or a ring of its own runs in a child process under a watchdog
@@ -19,4 +20,3 @@ mod io_driver;
 mod io_idle;
 mod io_uring;
 mod io_wait;
-mod unblock;

@@ -38,6 +38,7 @@ impl Gate {
 
 #[test]
 fn unblock_returns_the_value_of_a_call_made_on_a_pool_thread() {
+    let _turn = crate::one_at_a_time();
     let sched = Scheduler::builder()
         .min_threads(1)
         .name("ubv")
@@ -60,6 +61,7 @@ fn unblock_returns_the_value_of_a_call_made_on_a_pool_thread() {
 
 #[test]
 fn the_call_borrows_from_the_task_stack() {
+    let _turn = crate::one_at_a_time();
     let sched = Scheduler::builder().min_threads(1).build().unwrap();
     let out = sched
         .spawn(|| {
@@ -79,6 +81,7 @@ fn the_call_borrows_from_the_task_stack() {
 
 #[test]
 fn a_panic_in_the_call_resumes_in_the_caller() {
+    let _turn = crate::one_at_a_time();
     let sched = Scheduler::builder().min_threads(1).build().unwrap();
     // Caught in the task, with its payload.
     let caught = sched
@@ -106,6 +109,7 @@ fn a_panic_in_the_call_resumes_in_the_caller() {
 
 #[test]
 fn on_a_plain_thread_the_call_runs_in_place() {
+    let _turn = crate::one_at_a_time();
     let me = std::thread::current().id();
     let there = gofer::unblock(|| std::thread::current().id());
     assert_eq!(there, me);
@@ -115,6 +119,7 @@ fn on_a_plain_thread_the_call_runs_in_place() {
 
 #[test]
 fn the_pool_grows_to_blocking_threads_and_queues_the_rest_then_threads_retire() {
+    let _turn = crate::one_at_a_time();
     let sched = Scheduler::builder()
         .min_threads(1)
         .blocking_threads(2)
@@ -162,6 +167,7 @@ fn the_pool_grows_to_blocking_threads_and_queues_the_rest_then_threads_retire() 
 /// once, every result comes back to the task that made it.
 #[test]
 fn many_tasks_calling_at_once_each_get_their_own_results() {
+    let _turn = crate::one_at_a_time();
     in_child(
         module_path!(),
         "many_tasks_calling_at_once_each_get_their_own_results",
@@ -216,6 +222,7 @@ fn many_tasks_calling_at_once_each_get_their_own_results() {
 /// their thread.
 #[test]
 fn tickers_on_the_callers_processer_keep_ticking_through_a_300ms_call() {
+    let _turn = crate::one_at_a_time();
     in_child(
         module_path!(),
         "tickers_on_the_callers_processer_keep_ticking_through_a_300ms_call",
@@ -281,6 +288,7 @@ fn tickers_on_the_callers_processer_keep_ticking_through_a_300ms_call() {
 /// (Made inline, A's `recv` holds the only thread B can run on: a hang.)
 #[test]
 fn a_call_waiting_for_a_task_on_the_same_processer_completes() {
+    let _turn = crate::one_at_a_time();
     in_child(
         module_path!(),
         "a_call_waiting_for_a_task_on_the_same_processer_completes",
@@ -304,6 +312,7 @@ fn a_call_waiting_for_a_task_on_the_same_processer_completes() {
 
 #[test]
 fn a_task_in_unblock_shows_in_the_dump_as_parked_on_unblock() {
+    let _turn = crate::one_at_a_time();
     let sched = Scheduler::builder().min_threads(1).build().unwrap();
     let gate = Arc::new(Gate::default());
     let g = gate.clone();
@@ -330,6 +339,7 @@ fn a_task_in_unblock_shows_in_the_dump_as_parked_on_unblock() {
 /// task, then joins the pool's threads: no hang, no thread left.
 #[test]
 fn shutdown_waits_for_a_call_in_flight_and_joins_the_pool() {
+    let _turn = crate::one_at_a_time();
     in_child(
         module_path!(),
         "shutdown_waits_for_a_call_in_flight_and_joins_the_pool",
@@ -359,6 +369,7 @@ fn shutdown_waits_for_a_call_in_flight_and_joins_the_pool() {
 
 #[test]
 fn blocking_threads_out_of_range_is_a_config_error() {
+    let _turn = crate::one_at_a_time();
     for n in [0, gofer::MAX_THREADS_LIMIT + 1] {
         let e = refused(Scheduler::builder().blocking_threads(n));
         assert_eq!(
@@ -400,6 +411,7 @@ fn refused(b: gofer::SchedulerBuilder) -> ConfigError {
 /// waits behind them.
 #[test]
 fn a_pool_of_64_workers_making_50ms_calls_finishes_together_and_the_heartbeat_keeps_time() {
+    let _turn = crate::one_at_a_time();
     const WORKERS: usize = 64;
     const CALL: Duration = Duration::from_millis(50);
     const TICK: Duration = Duration::from_millis(5);
