@@ -54,6 +54,13 @@ pub struct Options {
     /// the connections.
     #[arg(long, value_enum, default_value_t = Acceptors::One)]
     pub acceptors: Acceptors,
+
+    /// Serve the live debug page (`gofer::debug::serve`: charts per
+    /// Processer, tasks by state, blocked threads, the task dump) at
+    /// HOST:PORT, e.g. 127.0.0.1:6060. It shows task names, stacks and
+    /// source paths: keep it on loopback.
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_addr)]
+    pub debug_addr: Option<SocketAddr>,
 }
 
 /// Where a server accepts its connections (`--acceptors`).
@@ -67,7 +74,8 @@ pub enum Acceptors {
 }
 
 /// What `--help` says after the options.
-pub const AFTER_HELP: &str = "Prints `listening on ADDR` first, then runs until SIGINT (Ctrl-C) \
+pub const AFTER_HELP: &str = "Prints `listening on ADDR` first (then `debug page at URL` with \
+                              --debug-addr), then runs until SIGINT (Ctrl-C) \
                               or SIGTERM, which close every connection and end the program \
                               with `stopped` and status 0. Exit status: 2 for a bad argument, \
                               1 when the address cannot be bound.";
@@ -132,6 +140,14 @@ pub fn run_with(
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
+    // Kept until the end of `run_with`: dropping it stops the page.
+    let debug_page = match opts.debug_addr.map(gofer::debug::serve).transpose() {
+        Ok(page) => page,
+        Err(e) => {
+            eprintln!("error: cannot serve the debug page: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let listeners = match listen(opts, sched.stats().threads) {
         Ok(l) => l,
         Err(e) => {
@@ -143,6 +159,9 @@ pub fn run_with(
         .local_addr()
         .expect("a bound listener has an address");
     println!("listening on {addr}");
+    if let Some(p) = &debug_page {
+        println!("debug page at http://{}/", p.local_addr());
+    }
     io::stdout().flush().expect("stdout");
 
     let idle = Duration::from_secs(opts.idle_timeout);

@@ -125,7 +125,6 @@
 // | `select_dyn.rs` | `Select`, a selection over operations known at run time |
 // | `lock.rs` | the small spinlock around one channel's state |
 // | `rng.rs` | a per-thread xorshift generator for `select!`'s fair arm order |
-// Where the runtime keeps the machinery under these (parking, cancellation,
 
 mod channel;
 mod clock;

@@ -46,12 +46,14 @@
 // | file | what it is |
 // |---|---|
 // | `signal.rs` | `install_signal_dump`: a dump printed on a signal, by a thread of its own |
-// Where the runtime keeps the machinery under these (parking, cancellation,
+// | `serve.rs` | `serve`: the live debug page over HTTP, on a thread of its own (`page.html` is the page) |
 
+mod serve;
 mod signal;
 
 pub use crate::runtime::dump::blocked_call::BACKTRACE_SIGNAL_OFFSET;
 pub use crate::runtime::dump::{BlockedThread, Dump, TaskDump, TaskState};
+pub use serve::{serve, DebugServer};
 pub use signal::install_signal_dump;
 
 use crate::runtime::scheduler::Scheduler;

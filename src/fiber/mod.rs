@@ -148,7 +148,6 @@
 // | `generator.rs` | `Generator`: a fiber seen as an iterator |
 // | `scoped.rs` | fibers and generators whose closure borrows |
 // | `pool.rs` | where fiber stacks come from and go back to |
-// Where the runtime keeps the machinery under these (parking, cancellation,
 
 mod builder;
 mod generator;

@@ -42,7 +42,6 @@
 // | `ops.rs` | the free functions, one hand-off each |
 // | `read_dir.rs` | `ReadDir`: a directory's entries, read ahead in one hand-off |
 // | `nowait.rs` | reads answered from the page cache in place (`RWF_NOWAIT`), per file system |
-// Where the runtime keeps the machinery under these (parking, cancellation,
 
 mod file;
 pub(crate) mod nowait;

@@ -45,7 +45,7 @@
 //! # What the calls return
 //!
 //! Every call answers as the kernel answers it on a plain thread: same
-//! result, same errno (`tests/hooks_futex.rs` compares them case by case).
+//! result, same errno (`tests/hooks/hooks_futex.rs` compares them case by case).
 //!
 //! - `FUTEX_WAIT`, `FUTEX_WAIT_BITSET`: before a task is queued, the kernel
 //!   itself checks the call without waiting (`kernel_checks_wait`): a word

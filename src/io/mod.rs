@@ -25,7 +25,6 @@
 // |---|---|
 // | `source.rs` | `Source`: a non-blocking descriptor that tasks wait on through the reactor |
 // | `coop.rs` | a task's budget of IO operations that complete without waiting |
-// Where the runtime keeps the machinery under these (parking, cancellation,
 
 pub(crate) mod coop;
 pub(crate) mod source;

@@ -26,7 +26,6 @@
 // | `semaphore_owned.rs` | `OwnedSemaphorePermit` |
 // | `waitgroup.rs` | `WaitGroup` |
 // | `barrier.rs` | `Barrier` |
-// Where the runtime keeps the machinery under these (parking, cancellation,
 
 mod barrier;
 mod condvar;

@@ -6,6 +6,5 @@
 // | file | what it is |
 // |---|---|
 // | `timer.rs` | user timers: `after`, `every` and their `_if_alive` forms |
-// Where the runtime keeps the machinery under these (parking, cancellation,
 
 pub mod timer;

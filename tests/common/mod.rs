@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: deadlines and child processes.
 //!
-//! Each test file includes this module and uses only part of it.
+//! Each test binary (`tests/<area>/main.rs`) declares this module once;
+//! each of its modules uses only part of it.
 #![allow(dead_code)]
 
 use std::process::{Command, Output};
@@ -41,12 +42,25 @@ pub fn child_scenario() -> Option<String> {
     std::env::var(CHILD_ENV).ok()
 }
 
-/// Re-runs this test binary as a child process that runs only `test` (even
-/// when it is ignored), with `CHILD_ENV=scenario` and the extra environment
-/// `env` (a `None` value removes the variable). Children check for markers
-/// they print, since a mistyped test name would run nothing and exit 0.
-pub fn run_child(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Output {
-    child_command(test, scenario, env)
+/// The test harness's name for the test `test` of the module `module`
+/// (`module_path!()` where the test is): the module path without its
+/// first segment (the test binary's own name), then the test's, as in
+/// `park::a_task_parks` for a test of `tests/scheduler/park.rs`. A child
+/// re-run with `--exact` needs it whole.
+pub fn test_path(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{test}"),
+        None => test.to_string(),
+    }
+}
+
+/// Re-runs this test binary as a child process that runs only `test` of the
+/// module `module` (`module_path!()` at the caller; even when the test is
+/// ignored), with `CHILD_ENV=scenario` and the extra environment `env` (a
+/// `None` value removes the variable). Children check for markers they
+/// print, since a mistyped test name would run nothing and exit 0.
+pub fn run_child(module: &str, test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Output {
+    child_command(module, test, scenario, env)
         .output()
         .expect("spawn the test binary as a child")
 }
@@ -55,12 +69,13 @@ pub fn run_child(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Ou
 /// `limit` is killed, and the result says so (`None`). For scenarios that
 /// could hang: the test fails with a clear message instead of hanging.
 pub fn run_child_watched(
+    module: &str,
     test: &str,
     scenario: &str,
     env: &[(&str, Option<&str>)],
     limit: Duration,
 ) -> Option<Output> {
-    run_child_watched_late(test, scenario, env, limit, Duration::ZERO)
+    run_child_watched_late(module, test, scenario, env, limit, Duration::ZERO)
 }
 
 /// Like [`run_child_watched`], but nobody reads the child's stdout and
@@ -68,6 +83,7 @@ pub fn run_child_watched(
 /// a pipe holds (64 KiB) meanwhile finds it full, as under a slow log
 /// collector.
 pub fn run_child_watched_late(
+    module: &str,
     test: &str,
     scenario: &str,
     env: &[(&str, Option<&str>)],
@@ -75,7 +91,7 @@ pub fn run_child_watched_late(
     read_after: Duration,
 ) -> Option<Output> {
     watch(
-        child_command(test, scenario, env),
+        child_command(module, test, scenario, env),
         test,
         scenario,
         limit,
@@ -86,12 +102,13 @@ pub fn run_child_watched_late(
 /// Like [`run_child_watched`], with environment values that need not be
 /// UTF-8 (`OsStr::from_bytes`): for the checks of malformed variables.
 pub fn run_child_watched_os(
+    module: &str,
     test: &str,
     scenario: &str,
     env: &[(&str, &std::ffi::OsStr)],
     limit: Duration,
 ) -> Option<Output> {
-    let mut cmd = child_command(test, scenario, &[]);
+    let mut cmd = child_command(module, test, scenario, &[]);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -155,12 +172,18 @@ fn watch(
     }
 }
 
-fn child_command(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Command {
+fn child_command(
+    module: &str,
+    test: &str,
+    scenario: &str,
+    env: &[(&str, Option<&str>)],
+) -> Command {
     let exe = std::env::current_exe().expect("current_exe");
+    let name = test_path(module, test);
     let mut cmd = Command::new(exe);
     cmd.args([
         "--exact",
-        test,
+        name.as_str(),
         "--nocapture",
         "--test-threads=1",
         "--include-ignored",
@@ -181,23 +204,29 @@ fn child_command(test: &str, scenario: &str, env: &[(&str, Option<&str>)]) -> Co
 /// The watchdog's limit for [`in_child`]: generous, the machine is shared.
 pub const IN_CHILD_LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `body` in a child process (this test binary re-run for `test`
-/// alone, with `CHILD_ENV=test`) under a watchdog, and fails unless it
-/// finished, succeeded and printed its end marker. What the child printed
-/// from `figure:` on is passed on.
-pub fn in_child(test: &str, body: impl FnOnce()) {
-    in_child_with_env(test, &[], body)
+/// Runs `body` in a child process (this test binary re-run for `test` of
+/// the module `module`, `module_path!()` at the caller, alone, with
+/// `CHILD_ENV=test`) under a watchdog, and fails unless it finished,
+/// succeeded and printed its end marker. What the child printed from
+/// `figure:` on is passed on.
+pub fn in_child(module: &str, test: &str, body: impl FnOnce()) {
+    in_child_with_env(module, test, &[], body)
 }
 
 /// [`in_child`], with the extra environment `env` for the child (a `None`
 /// value removes the variable).
-pub fn in_child_with_env(test: &str, env: &[(&str, Option<&str>)], body: impl FnOnce()) {
+pub fn in_child_with_env(
+    module: &str,
+    test: &str,
+    env: &[(&str, Option<&str>)],
+    body: impl FnOnce(),
+) {
     if child_scenario().as_deref() == Some(test) {
         body();
         println!("CHILD-OK {test}");
         return;
     }
-    let out = run_child_watched(test, test, env, IN_CHILD_LIMIT)
+    let out = run_child_watched(module, test, test, env, IN_CHILD_LIMIT)
         .unwrap_or_else(|| panic!("{test} hung: the child was killed after {IN_CHILD_LIMIT:?}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -349,13 +378,14 @@ pub fn fixed_scheduler(n: usize) -> gofer::Scheduler {
         .expect("a scheduler")
 }
 
-/// Re-runs this test binary as a child running only the test `test` (with
-/// `CHILD_ENV=test`), its three standard streams piped: for a scenario
-/// the parent steers by what the child prints (see [`read_stderr_until`])
-/// and answers on its stdin.
-pub fn spawn_child_piped(test: &str) -> std::process::Child {
+/// Re-runs this test binary as a child running only the test `test` of the
+/// module `module` (`module_path!()` at the caller; with `CHILD_ENV=test`),
+/// its three standard streams piped: for a scenario the parent steers by
+/// what the child prints (see [`read_stderr_until`]) and answers on its
+/// stdin.
+pub fn spawn_child_piped(module: &str, test: &str) -> std::process::Child {
     use std::process::Stdio;
-    child_command(test, test, &[])
+    child_command(module, test, test, &[])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

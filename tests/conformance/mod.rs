@@ -152,10 +152,16 @@ impl Log {
     }
 }
 
-/// Runs std's version of a check, then gofer's in each mode, in a child
-/// process, and fails unless every gofer log equals std's.
-pub fn compare(name: &str, std_version: fn(&Ctx, &mut Log), gofer_version: fn(&Ctx, &mut Log)) {
-    super::common::in_child(name, || {
+/// Runs std's version of the check `name` of the module `module`
+/// (`module_path!()` where the check is), then gofer's in each mode, in a
+/// child process, and fails unless every gofer log equals std's.
+pub fn compare(
+    module: &str,
+    name: &str,
+    std_version: fn(&Ctx, &mut Log),
+    gofer_version: fn(&Ctx, &mut Log),
+) {
+    super::common::in_child(module, name, || {
         let mut reference = Log::default();
         std_version(&Ctx { mode: Mode::Thread }, &mut reference);
         assert!(
@@ -321,7 +327,12 @@ macro_rules! check {
                 use conformance::gofer_extras as extras;
                 pub fn run($ctx: &conformance::Ctx, $log: &mut conformance::Log) $body
             }
-            conformance::compare(stringify!($name), with_std::run, with_gofer::run);
+            conformance::compare(
+                module_path!(),
+                stringify!($name),
+                with_std::run,
+                with_gofer::run,
+            );
         }
     };
 }

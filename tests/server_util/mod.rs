@@ -6,7 +6,7 @@
 //! test's own directory (`target/<profile>/deps`). A full `cargo test`
 //! builds examples before it runs tests; `cargo test --test NAME` does not,
 //! so the binary is built first (a no-op when it is up to date), as
-//! `stress_demo.rs` does.
+//! `tests/examples/stress_demo.rs` does.
 #![allow(dead_code)]
 
 use std::collections::HashMap;

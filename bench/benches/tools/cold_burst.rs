@@ -9,10 +9,10 @@
 //! ```
 //!
 //! - `net`: 2,000 `gofer::net` clients each echo 16 KiB four times through
-//!   a server task of their own (the round of `tests/net_echo_cold.rs`);
+//!   a server task of their own (the round of `tests/alone/net_echo_cold.rs`);
 //! - `hooks` (needs the `hooks` feature): 1,000 tasks each echo three short
 //!   messages through `std::net::TcpStream`, served by 1,000 tasks on std's
-//!   listener and streams (the scenario of `tests/hooks_std.rs`).
+//!   listener and streams (the scenario of `tests/hooks/hooks_std.rs`).
 //!
 //! The soft `RLIMIT_NOFILE` limit is raised to what the burst needs first,
 //! as a server would; `--reserve` is the scheduler's

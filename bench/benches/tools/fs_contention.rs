@@ -4,10 +4,11 @@
 //! permits. Once with `gofer::fs::read` in gofer tasks on a 2-Processer
 //! scheduler, once with `tokio::fs::read` in tasks of tokio's
 //! multi-thread runtime with 2 workers; the two alternate, round after
-//! round. Each round prints wall time and the process's CPU (user +
-//! system); the end prints the medians and gofer/tokio.
+//! round. Each round prints wall time, the process's CPU (user + system)
+//! and its context switches (voluntary/involuntary, every thread); the end
+//! prints the medians and gofer/tokio.
 //!
-//! `cargo run -p gofer-bench --release --example fs_contention -- [--permits 8,64] [--rounds 3] [--files 20000] [--busy 2] [--tokio-blocking 512]`
+//! `cargo run -p gofer-bench --release --example fs_contention -- [--permits 8,64] [--rounds 3] [--files 20000] [--busy 2] [--tokio-blocking 512] [--only gofer|tokio] [--sched-stats]`
 //!
 //! `--busy K` starts K child processes `yes > /dev/null` for the length of
 //! the run (killed at its end), so the pools' threads share the CPUs with
@@ -41,6 +42,11 @@ struct Args {
     /// Run only one side (`gofer` or `tokio`), e.g. under `perf stat`.
     #[arg(long)]
     only: Option<String>,
+    /// Print, per round, each kind of thread's CPU time, time spent
+    /// runnable but waiting for a CPU, and time slices
+    /// (`/proc/self/task/*/schedstat`).
+    #[arg(long)]
+    sched_stats: bool,
 }
 
 /// FNV-1a of `bytes`.
@@ -50,8 +56,9 @@ fn hash(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The process's CPU time so far (user + system, every thread).
-fn cpu() -> Duration {
+/// The process's CPU time so far (user + system, every thread) and its
+/// context switches (voluntary, involuntary).
+fn cpu() -> (Duration, u64, u64) {
     // SAFETY: `getrusage` writes a `rusage` into the zeroed one we own.
     let ru = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
@@ -59,7 +66,66 @@ fn cpu() -> Duration {
         ru
     };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    (
+        tv(ru.ru_utime) + tv(ru.ru_stime),
+        ru.ru_nvcsw as u64,
+        ru.ru_nivcsw as u64,
+    )
+}
+
+/// Per thread kind (its name without a trailing number): CPU time, time
+/// runnable but waiting for a CPU (ns) and time slices, summed over the
+/// process's live threads, and how many live threads.
+fn sched_stats() -> std::collections::BTreeMap<String, [u64; 4]> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(e.path().join("comm")),
+            std::fs::read_to_string(e.path().join("schedstat")),
+        ) else {
+            continue;
+        };
+        let kind = comm
+            .trim()
+            .trim_end_matches(|c: char| c.is_ascii_digit() || c == '-');
+        let v: Vec<u64> = stat
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if v.len() == 3 {
+            let slot: &mut [u64; 4] = out.entry(kind.to_string()).or_default();
+            for i in 0..3 {
+                slot[i] += v[i];
+            }
+            slot[3] += 1;
+        }
+    }
+    out
+}
+
+/// Prints the change in `sched_stats` since `before`, per thread kind.
+fn print_sched_stats(before: Option<&std::collections::BTreeMap<String, [u64; 4]>>) {
+    let Some(before) = before else {
+        return;
+    };
+    for (kind, now) in sched_stats() {
+        let b = before.get(&kind).copied().unwrap_or_default();
+        let d: Vec<u64> = (0..3).map(|i| now[i].saturating_sub(b[i])).collect();
+        if d[2] == 0 {
+            continue;
+        }
+        println!(
+            "    {kind:<16} x{:<3} run {:>8.1} ms  wait for cpu {:>8.1} ms  slices {:>7}  wait/slice {:>6.1} us",
+            now[3],
+            d[0] as f64 / 1e6,
+            d[1] as f64 / 1e6,
+            d[2],
+            d[1] as f64 / 1e3 / d[2] as f64
+        );
+    }
 }
 
 /// Creates `n` files of 1–4 KiB under `dir`; returns their paths.
@@ -125,16 +191,58 @@ fn run_tokio(rt: &tokio::runtime::Runtime, files: &Arc<Vec<PathBuf>>, permits: u
     })
 }
 
-/// Runs `f` and returns its result, wall time and process CPU.
-fn measure<T>(f: impl FnOnce() -> T) -> (T, Duration, Duration) {
-    let (c0, t0) = (cpu(), Instant::now());
-    let r = f();
-    (r, t0.elapsed(), cpu() - c0)
+/// One run's wall time, process CPU, and context switches (voluntary,
+/// involuntary).
+#[derive(Clone, Copy)]
+struct Run {
+    wall: Duration,
+    cpu: Duration,
+    vcs: u64,
+    ivcs: u64,
 }
 
-fn median(v: &mut [Duration]) -> Duration {
+/// Runs `f` and returns its result and what the run took.
+fn measure<T>(f: impl FnOnce() -> T) -> (T, Run) {
+    let ((c0, v0, i0), t0) = (cpu(), Instant::now());
+    let r = f();
+    let wall = t0.elapsed();
+    let (c1, v1, i1) = cpu();
+    let run = Run {
+        wall,
+        cpu: c1 - c0,
+        vcs: v1 - v0,
+        ivcs: i1 - i0,
+    };
+    (r, run)
+}
+
+fn median<T: Ord + Copy>(mut v: Vec<T>) -> T {
     v.sort_unstable();
     v[v.len() / 2]
+}
+
+/// The medians of each measure over a side's rounds, each on its own.
+type Medians = Run;
+
+impl Run {
+    fn of(runs: &[Run]) -> Medians {
+        Run {
+            wall: median(runs.iter().map(|r| r.wall).collect()),
+            cpu: median(runs.iter().map(|r| r.cpu).collect()),
+            vcs: median(runs.iter().map(|r| r.vcs).collect()),
+            ivcs: median(runs.iter().map(|r| r.ivcs).collect()),
+        }
+    }
+}
+
+fn print_run(permits: usize, round: usize, side: &str, r: &Run) {
+    println!(
+        "permits {permits:>3} round {round} {side}: wall {:>8.3} s  cpu {:>8.3} s  cs {:>7}/{:<7}",
+        r.wall.as_secs_f64(),
+        r.cpu.as_secs_f64(),
+        r.vcs,
+        r.ivcs
+    );
 }
 
 /// The busy loops, killed when dropped.
@@ -189,56 +297,54 @@ fn main() {
     if !skip_tokio {
         assert_eq!(run_tokio(&rt, &files, 8), want);
     }
+    let zero = Run {
+        wall: Duration::ZERO,
+        cpu: Duration::ZERO,
+        vcs: 0,
+        ivcs: 0,
+    };
     let mut summary = Vec::new();
     for &permits in &args.permits {
-        let (mut gw, mut gc, mut tw, mut tc) = (vec![], vec![], vec![], vec![]);
+        let (mut g, mut t) = (vec![], vec![]);
         for round in 0..args.rounds {
-            let (h, w, c) = if skip_gofer {
-                (want, Duration::ZERO, Duration::ZERO)
+            let before = args.sched_stats.then(sched_stats);
+            let (h, r) = if skip_gofer {
+                (want, zero)
             } else {
                 measure(|| run_gofer(&sched, &files, permits))
             };
             assert_eq!(h, want);
-            println!(
-                "permits {permits:>3} round {round} gofer: wall {:>8.3} s  cpu {:>8.3} s",
-                w.as_secs_f64(),
-                c.as_secs_f64()
-            );
-            gw.push(w);
-            gc.push(c);
-            let (h, w, c) = if skip_tokio {
-                (want, Duration::ZERO, Duration::ZERO)
+            print_run(permits, round, "gofer", &r);
+            print_sched_stats(before.as_ref());
+            let before = args.sched_stats.then(sched_stats);
+            g.push(r);
+            let (h, r) = if skip_tokio {
+                (want, zero)
             } else {
                 measure(|| run_tokio(&rt, &files, permits))
             };
             assert_eq!(h, want);
-            println!(
-                "permits {permits:>3} round {round} tokio: wall {:>8.3} s  cpu {:>8.3} s",
-                w.as_secs_f64(),
-                c.as_secs_f64()
-            );
-            tw.push(w);
-            tc.push(c);
+            print_run(permits, round, "tokio", &r);
+            print_sched_stats(before.as_ref());
+            t.push(r);
         }
-        summary.push((
-            permits,
-            median(&mut gw),
-            median(&mut gc),
-            median(&mut tw),
-            median(&mut tc),
-        ));
+        summary.push((permits, Medians::of(&g), Medians::of(&t)));
     }
     drop(busy);
-    println!("medians:");
-    for (permits, gw, gc, tw, tc) in summary {
+    println!("medians (cs: context switches per file, voluntary/involuntary):");
+    for (permits, g, t) in summary {
         println!(
-            "permits {permits:>3}: gofer wall {:.3} s cpu {:.3} s | tokio wall {:.3} s cpu {:.3} s | gofer/tokio wall {:.2}x cpu {:.2}x",
-            gw.as_secs_f64(),
-            gc.as_secs_f64(),
-            tw.as_secs_f64(),
-            tc.as_secs_f64(),
-            gw.as_secs_f64() / tw.as_secs_f64(),
-            gc.as_secs_f64() / tc.as_secs_f64(),
+            "permits {permits:>3}: gofer wall {:.3} s cpu {:.3} s cs {:.2}/{:.2} | tokio wall {:.3} s cpu {:.3} s cs {:.2}/{:.2} | gofer/tokio wall {:.2}x cpu {:.2}x",
+            g.wall.as_secs_f64(),
+            g.cpu.as_secs_f64(),
+            g.vcs as f64 / args.files as f64,
+            g.ivcs as f64 / args.files as f64,
+            t.wall.as_secs_f64(),
+            t.cpu.as_secs_f64(),
+            t.vcs as f64 / args.files as f64,
+            t.ivcs as f64 / args.files as f64,
+            g.wall.as_secs_f64() / t.wall.as_secs_f64(),
+            g.cpu.as_secs_f64() / t.cpu.as_secs_f64(),
         );
     }
     drop(rt);

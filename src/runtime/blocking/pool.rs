@@ -30,14 +30,19 @@
 //!    one call waits for another.
 //!
 //! 4. A thread done with a job spins a moment (`SPIN_ROUNDS`) before it
-//!    sleeps, watching `queued`: a task that makes calls one after another
-//!    submits its next one about a wake-up later, and finds the thread
-//!    still there, so neither side pays for a sleep and a wake-up. While it
-//!    spins the thread counts in `spinning`, and a submitter claims it like
-//!    an idle one (`spinning -= 1`, `spin_claims += 1`) with no signal;
-//!    after its spin the thread either takes a claim or leaves `spinning`,
-//!    so `spinning + spin_claims` is always the number of threads in their
-//!    spin, and two submitters never count on the same one.
+//!    sleeps, watching `spin_claimed`: a task that makes calls one after
+//!    another submits its next one about a wake-up later, and finds the
+//!    thread still there, so neither side pays for a sleep and a wake-up.
+//!    While it spins the thread counts in `spinning`, and a submitter
+//!    claims it like an idle one (`spinning -= 1`, `spin_claims += 1`) with
+//!    no signal; after its spin the thread either takes a claim or leaves
+//!    `spinning`, so `spinning + spin_claims` is always the number of
+//!    threads in their spin, and two submitters never count on the same
+//!    one. Several threads may spin at once and all see one claim; the one
+//!    that takes the lock first takes it, and the others spin on for the
+//!    rest of their rounds (still counted in `spinning`) rather than go to
+//!    sleep: otherwise each call would send every other spinning thread to
+//!    sleep, and the next calls would each pay for a wake-up.
 //!
 //! # The races
 //!
@@ -222,6 +227,9 @@ struct Inner {
     busy: AtomicUsize,
     /// Jobs waiting for a thread (for `Stats`; mirrors `queue.len()`).
     queued: AtomicUsize,
+    /// Mirrors `State::spin_claims` (written under the lock), for spinning
+    /// threads to watch without taking the lock.
+    spin_claimed: AtomicUsize,
     /// Threads alive (for `Stats`; mirrors `State::threads`).
     threads: AtomicUsize,
     /// `blocking_threads`.
@@ -291,6 +299,7 @@ impl BlockingPool {
                 spawner: Mutex::new(None),
                 busy: AtomicUsize::new(0),
                 queued: AtomicUsize::new(0),
+                spin_claimed: AtomicUsize::new(0),
                 threads: AtomicUsize::new(0),
                 max,
                 keep_alive,
@@ -316,9 +325,11 @@ impl BlockingPool {
         st.queue.push_back(job);
         inner.queued.store(st.queue.len(), Ordering::Relaxed);
         if st.spinning > 0 {
-            // A thread looking at `queued` takes it, no wake-up needed.
+            // A thread looking at `spin_claimed` takes it, no wake-up
+            // needed.
             st.spinning -= 1;
             st.spin_claims += 1;
+            inner.spin_claimed.store(st.spin_claims, Ordering::Relaxed);
             return Ok(());
         }
         if st.idle > 0 {
@@ -579,21 +590,33 @@ impl Inner {
             // later, and finds this thread still here.
             st.spinning += 1;
             drop(st);
-            for round in 0..SPIN_ROUNDS {
-                if self.queued.load(Ordering::Relaxed) > 0 {
-                    break;
+            let mut round = 0;
+            st = loop {
+                while round < SPIN_ROUNDS {
+                    // Relaxed: a hint only; the lock below decides.
+                    if self.spin_claimed.load(Ordering::Relaxed) > 0 {
+                        break;
+                    }
+                    if round < SPIN_ROUNDS / 2 {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                    round += 1;
                 }
-                if round < SPIN_ROUNDS / 2 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
+                let st = self.state.lock();
+                if st.spin_claims > 0 || round == SPIN_ROUNDS || !st.queue.is_empty() || st.shutdown
+                {
+                    break st;
                 }
-            }
-            st = self.state.lock();
+                // Another spinning thread took the claim we saw: spin on,
+                // still counted in `spinning` (invariant 4).
+            };
             if st.spin_claims > 0 {
                 // Claimed by a submitter: its job is queued (or a busy
                 // thread took it meanwhile).
                 st.spin_claims -= 1;
+                self.spin_claimed.store(st.spin_claims, Ordering::Relaxed);
                 continue;
             }
             st.spinning -= 1;

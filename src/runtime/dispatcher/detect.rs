@@ -238,7 +238,7 @@ pub(in crate::runtime) fn observe(
 /// thread of the process that holds a lock (the allocator's arena lock, the
 /// address-space lock) and is preempted makes its waiters sleep for a time
 /// slice, and a cold start of thousands of tasks on two busy CPUs does
-/// exactly that (`tests/net_echo_cold.rs`): such a sample neither counts
+/// exactly that (`tests/alone/net_echo_cold.rs`): such a sample neither counts
 /// nor clears the count. Moving tasks to a Processer that gets no CPU would
 /// not run them sooner either (the hog rule's reasoning). A real block is
 /// caught at the first samples that find the other threads running.
@@ -290,7 +290,7 @@ pub(in crate::runtime) fn judge(
 /// thousands of stacks and grows the allocator's heaps while the tasks
 /// fault in fresh pages, and the waits stretch to a time slice when the
 /// holder is preempted: 0.3 to 2.5 ms seen in `do_mprotect_pkey` and
-/// `lock_mm_and_find_vma` (`tests/net_echo_cold.rs`), long enough for the
+/// `lock_mm_and_find_vma` (`tests/alone/net_echo_cold.rs`), long enough for the
 /// kernel rule. Tasks moved elsewhere would take the same lock at their
 /// next allocation or fault. (A fault on a file mapping that reads the
 /// disk is not told apart: such a wait is not counted either.) About

@@ -244,7 +244,7 @@ impl ProcLocal {
     /// a busy server most wake-ups from other threads (a poll done by
     /// another Processer, a send from another thread) come back this way.
     /// Taking one per look kept the last of a batch of 100 waiting for
-    /// 6,000 picks (`tests/fairness.rs`).
+    /// 6,000 picks (`tests/scheduler/fairness.rs`).
     pub(in crate::runtime) fn pull_remote(&self) -> Option<Runnable> {
         if !self.p.pinned.is_empty() {
             self.take_pinned_remote();
