@@ -434,7 +434,11 @@ fn stats_one(o: &mut String, s: &Stats) {
         let _ = write!(
             o,
             "{{\"id\":{},\"kind\":\"{}\",\"switches\":{},\"direct_switches\":{},\"queued\":{},\
-             \"blocked\":{},\"tasks_behind\":{},\"running\":{},\"sleeping\":{},\"rescued\":{}}}",
+             \"blocked\":{},\"tasks_behind\":{},\"running\":{},\"sleeping\":{},\"rescued\":{},\
+             \"parks\":{},\"yields\":{},\"steals\":{},\"stolen_tasks\":{},\"next_slot_runs\":{},\
+             \"remote_pushes\":{},\"reactor_polls\":{},\"local_queue_depth\":{},\
+             \"remote_queue_depth\":{},\"pinned_queue_depth\":{},\"busy_ns\":{},\
+             \"blocked_detections\":{}}}",
             p.id,
             p.kind,
             p.switches,
@@ -445,6 +449,18 @@ fn stats_one(o: &mut String, s: &Stats) {
             p.running,
             p.sleeping,
             p.rescued,
+            p.parks,
+            p.yields,
+            p.steals,
+            p.stolen_tasks,
+            p.next_slot_runs,
+            p.remote_pushes,
+            p.reactor_polls,
+            p.local_queue_depth,
+            p.remote_queue_depth,
+            p.pinned_queue_depth,
+            p.busy.as_nanos(),
+            p.blocked_detections,
         );
     }
     o.push_str("]}");

@@ -77,6 +77,7 @@ fn every_endpoint_answers_with_what_it_names() {
     let ours = &body[body.find("\"name\":\"page-test\"").unwrap()..];
     let now = &ours[..ours.find("\"history\"").unwrap()];
     assert_eq!(now.matches("\"kind\":\"core\"").count(), 2, "{now}");
+    assert_eq!(now.matches("\"busy_ns\":").count(), 2, "{now}");
 
     let (status, _) = get(addr, "/nothing-here");
     assert_eq!(status, "HTTP/1.1 404 Not Found");

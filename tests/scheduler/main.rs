@@ -35,6 +35,7 @@ mod generator;
 mod join_sync;
 mod join_timeout;
 mod joinset;
+mod metrics;
 mod panic;
 mod panic_neighbours;
 mod panic_park;

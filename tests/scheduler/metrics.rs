@@ -1,13 +1,11 @@
 //! The per-Processer metrics of `Scheduler::stats`: counts a scenario makes
 //! exact.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{wait_until, PATIENCE};
+use crate::common::{wait_until, PATIENCE};
 use gofer::{go, Builder, ProcesserStats, Scheduler};
 
 /// Chaos mode (`GOFER_CHAOS_MIGRATE=1`, a CI step) moves every task that
