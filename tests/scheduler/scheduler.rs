@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::{child_scenario, describe, run_child, thread_id, thread_name, wait_until, PATIENCE};
+use common::{
+    child_scenario, describe, live_threads_named, run_child, thread_id, thread_name, wait_until,
+    PATIENCE,
+};
 use gofer::{go, Builder, ConfigError, Scheduler, ShutdownError, SpawnError};
 
 fn sched(name: &str, threads: usize) -> Scheduler {
@@ -19,24 +22,6 @@ fn sched(name: &str, threads: usize) -> Scheduler {
         .name(name)
         .build()
         .expect("valid scheduler config")
-}
-
-/// Names of this process's live threads that start with `prefix` (Linux
-/// keeps the first 15 bytes of a thread name).
-fn live_threads_named(prefix: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return out;
-    };
-    for e in dir.flatten() {
-        if let Ok(comm) = std::fs::read_to_string(e.path().join("comm")) {
-            let comm = comm.trim_end().to_string();
-            if comm.starts_with(prefix) {
-                out.push(comm);
-            }
-        }
-    }
-    out
 }
 
 // ---------------------------------------------------------------- isolation
