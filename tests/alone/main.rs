@@ -1,6 +1,8 @@
 //! Tests that want the machine to themselves: the lateness of ten thousand
 //! sleepers and of sleepers beside busy or blocked Processers, the idle CPU
-//! of 2,000 Processers, the heartbeat and tickers beside `unblock` calls,
+//! of 2,000 Processers, the heartbeat and tickers beside `unblock` calls
+//! and beside the hooks' offloaded calls (1,000 file reads and name lookups
+//! with no Processer ever judged blocked),
 //! and echo or HTTP at scale where no thread may ever be judged blocked
 //! (a thread preempted by a neighbour's work while it holds a kernel lock
 //! would rightly make another one count as blocked).
@@ -15,6 +17,7 @@ mod common;
 #[path = "../net_common/mod.rs"]
 mod net_common;
 
+mod hooks_offload;
 mod hooks_ureq;
 mod net_echo;
 mod net_echo_cold;

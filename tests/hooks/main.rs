@@ -18,6 +18,5 @@ mod hooks_copy;
 mod hooks_fd_state;
 mod hooks_foreign_loop;
 mod hooks_futex;
-mod hooks_offload;
 mod hooks_safety;
 mod hooks_std;

@@ -115,6 +115,7 @@ fn assert_small_gap(what: &str, gap: Duration, waited: Duration) {
 
 #[test]
 fn a_flock_waiting_for_another_process_leaves_the_thread() {
+    let _turn = crate::one_at_a_time();
     common::in_child(
         module_path!(),
         "a_flock_waiting_for_another_process_leaves_the_thread",
@@ -150,6 +151,7 @@ fn a_flock_waiting_for_another_process_leaves_the_thread() {
 
 #[test]
 fn a_waitpid_for_a_child_leaves_the_thread() {
+    let _turn = crate::one_at_a_time();
     common::in_child(
         module_path!(),
         "a_waitpid_for_a_child_leaves_the_thread",
@@ -174,6 +176,7 @@ fn pipe() -> (i32, i32) {
 
 #[test]
 fn a_ppoll_on_a_pipe_leaves_the_thread() {
+    let _turn = crate::one_at_a_time();
     common::in_child(
         module_path!(),
         "a_ppoll_on_a_pipe_leaves_the_thread",
@@ -233,6 +236,7 @@ const BURST_POOL_BOUND: usize = 128;
 /// holders) long enough for the Dispatcher to count them blocked.
 #[test]
 fn reading_files_and_resolving_names_in_many_tasks_leave_the_processers_unblocked() {
+    let _turn = crate::one_at_a_time();
     common::in_child(
         module_path!(),
         "reading_files_and_resolving_names_in_many_tasks_leave_the_processers_unblocked",
@@ -286,6 +290,7 @@ fn reading_files_and_resolving_names_in_many_tasks_leave_the_processers_unblocke
 
 #[test]
 fn a_file_read_made_inside_unblock_goes_straight_to_libc_on_the_pool_thread() {
+    let _turn = crate::one_at_a_time();
     common::in_child(
         module_path!(),
         "a_file_read_made_inside_unblock_goes_straight_to_libc_on_the_pool_thread",
