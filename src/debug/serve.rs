@@ -286,7 +286,7 @@ fn json_opt_str(out: &mut String, s: Option<&str>) {
 }
 
 /// The task dump as JSON: `{"took_ms", "tasks": [...], "blocked_threads": [...]}`.
-pub(crate) fn tasks_json(d: &Dump) -> String {
+fn tasks_json(d: &Dump) -> String {
     let mut o = String::with_capacity(256 + d.tasks().len() * 256);
     let _ = write!(
         o,

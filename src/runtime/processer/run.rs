@@ -8,14 +8,7 @@
 //! This file owns the loop itself: picking, switching into a task, filing
 //! it when it switches out (requeue, park, done), the gc queue, and the
 //! direct switch's hand-over. The rest of `ProcLocal` lives beside it, one
-//! concept a file:
-//!
-//! | file | what it owns |
-//! |---|---|
-//! | `processer/queues.rs` | how a task is queued here (`Push`), which queue the loop picks from, the remote queues' hand-off |
-//! | `processer/placement.rs` | binding at the first run, where a fresh task starts, the pins that keep a task on its thread |
-//! | `processer/timers.rs` | firing due timers and polling the reactor between tasks |
-//! | `processer/search.rs` | watching peers, stealing, spinning and sleeping without a lost wake-up |
+//! concept a file (the table in `processer/mod.rs`).
 //!
 //! # The loop (libgo's `Processer::Process`)
 //!
