@@ -22,6 +22,7 @@ use std::fmt::Debug;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// Where a check's main part and its peers run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +113,17 @@ impl Drop for TempPath {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// Whether a call that waited `waited` ended by the socket timeout
+/// `timeout` rather than by `long`, a far longer one it was set to before.
+///
+/// The kernel counts socket timeouts in jiffies and its timer may fire up
+/// to one jiffy (10 ms at `HZ=100`) before the full time, so a plain
+/// thread's `read` can return slightly early; the slack below covers that.
+pub fn waited_timeout(waited: Duration, timeout: Duration, long: Duration) -> bool {
+    const JIFFY_SLACK: Duration = Duration::from_millis(20);
+    waited + JIFFY_SLACK >= timeout && waited < long
 }
 
 /// What a check saw, in order.

@@ -363,13 +363,13 @@ check! {
         let t = Instant::now();
         log.r("read on the clone", &clone.read(&mut [0u8; 4]));
         let waited = t.elapsed();
-        log.v("read waited the new timeout", waited >= TIMEOUT && waited < LONG);
+        log.v("read waited the new timeout", conformance::waited_timeout(waited, TIMEOUT, LONG));
         let chunk = vec![0u8; 64 * 1024];
         let e = loop {
             let t = Instant::now();
             if let Err(e) = clone.write(&chunk) {
                 let waited = t.elapsed();
-                break (e.kind(), e.raw_os_error(), waited >= TIMEOUT && waited < LONG);
+                break (e.kind(), e.raw_os_error(), conformance::waited_timeout(waited, TIMEOUT, LONG));
             }
         };
         log.v("write on the clone into a full connection", e);
