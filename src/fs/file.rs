@@ -30,8 +30,15 @@ pub struct File {
 
 impl File {
     /// Opens a file for reading, like [`std::fs::File::open`].
+    ///
+    /// Inside a task, a regular file on a local file system whose path the
+    /// kernel's lookup cache resolves is opened in place, with no hand-off
+    /// to the pool (the module docs of [`fs`](super)).
     pub fn open<P: AsRef<Path>>(path: P) -> io::Result<File> {
-        OpenOptions::new().read(true).open(path)
+        match super::cached_open::open_read(path.as_ref()) {
+            Some(opened) => Ok(File::from_std(opened.file)),
+            None => OpenOptions::new().read(true).open(path),
+        }
     }
 
     /// Opens a file for writing, creating it or truncating it, like

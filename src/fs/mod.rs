@@ -32,6 +32,17 @@
 //! most 64 KiB, inside a task, first ask for what the page cache holds
 //! (`preadv2` with `RWF_NOWAIT`) and make no hand-off when it holds some:
 //! they may then return fewer bytes than asked, as `read(2)` may.
+//!
+//! Opening a file makes no hand-off either where the kernel's caches
+//! answer: inside a task, [`File::open`], [`read`] and [`read_to_string`]
+//! first open the path with `openat2(RESOLVE_CACHED)`, which resolves it
+//! from the kernel's lookup cache or gives up, never reading a directory
+//! from the disk; they do so only for a regular file on a local file system
+//! (ext4, xfs, btrfs, f2fs, tmpfs, ramfs, overlayfs), whose open asks no
+//! server. So `read` of a small file (at most 64 KiB) that was read
+//! recently costs a few system calls on the task's own thread and no
+//! wake-up of another. Everything else, errors included, is std's own call
+//! on the pool.
 
 // The files of this module (for contributors; the docs above are for users):
 //
@@ -41,8 +52,10 @@
 // | `open_options.rs` | `OpenOptions`, with `open` made on the blocking pool |
 // | `ops.rs` | the free functions, one hand-off each |
 // | `read_dir.rs` | `ReadDir`: a directory's entries, read ahead in one hand-off |
+// | `cached_open.rs` | opens answered from the lookup cache in place (`RESOLVE_CACHED`), local regular files only |
 // | `nowait.rs` | reads answered from the page cache in place (`RWF_NOWAIT`), per file system |
 
+mod cached_open;
 mod file;
 pub(crate) mod nowait;
 mod open_options;

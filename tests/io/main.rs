@@ -15,6 +15,7 @@ mod net_common;
 
 mod fd_reserve;
 mod fs;
+mod fs_cached_open;
 mod fs_nowait;
 mod io_driver;
 mod io_idle;
