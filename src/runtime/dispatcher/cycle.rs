@@ -380,10 +380,13 @@ impl Dispatcher {
             let long_most = base
                 .saturating_mul(BACKOFF_NOTHING_QUEUED)
                 .min(NOTHING_QUEUED_NAP);
-            let io_uncovered = self
-                .shared
-                .reactor_with_sources()
-                .is_some_and(|r| !r.has_blocking_poller() && r.polled_before(IO_COVERED_WITHIN));
+            let io_uncovered = self.shared.reactors_if_made().is_some_and(|rs| {
+                rs.iter().any(|r| {
+                    r.has_sources()
+                        && !r.has_blocking_poller()
+                        && r.polled_before(IO_COVERED_WITHIN)
+                })
+            });
             let nothing_to_rescue = !any_movable && !io_uncovered && long_most > short_most;
             interval = if alerted || (any_suspect && !nothing_to_rescue) {
                 base

@@ -47,6 +47,11 @@ use crate::runtime::shared::Shared;
 use crate::runtime::task::{self, Runnable};
 use crate::runtime::time::timer;
 
+/// How long a reactor whose owner is not blocked may go unpolled before
+/// the Dispatcher polls it anyway (`cover_timers_and_io`): a net, well
+/// above the owner's own [`BUSY_POLL`].
+const OWNER_POLLS_WITHIN: Duration = Duration::from_millis(10);
+
 /// Processers the balance step looks at per cycle at most, in turns: all of
 /// them up to this many, a bounded slice of a larger table.
 pub(in crate::runtime) const BALANCE_SLICE: usize = 64;
@@ -333,10 +338,18 @@ impl Dispatcher {
     ///   long task, cannot: fire its timers overdue by more than
     ///   [`timer::OVERDUE`] (their tasks go through the routing, which
     ///   avoids blocked Processers). A sleeping Processer wakes for its own.
-    /// - When nobody has polled the reactor for two intervals (every
-    ///   Processer busy, or blocked), poll it without waiting, and hand the
-    ///   tasks it woke out like rescued ones, in batches to the least loaded
-    ///   active Processers.
+    /// - For each core Processer marked blocked whose reactor nobody has
+    ///   polled for two intervals, poll it without waiting, and hand the
+    ///   tasks it woke out like rescued ones: bound ones to their
+    ///   Processers (the owner's wait for it anyway; others', bound
+    ///   elsewhere or not bound, must not), the rest in batches to the least
+    ///   loaded active Processers. A reactor whose owner is not blocked is
+    ///   its owner's to poll (waiting in it when idle, every `BUSY_POLL`
+    ///   when busy): polling it here would only send its own tasks back to
+    ///   it through its remote queue, a wake-up that crosses. Only once
+    ///   nobody has polled it for [`OWNER_POLLS_WITHIN`] (an owner the
+    ///   OS keeps off its core, a task that has not switched out yet long
+    ///   enough to be called blocked) does the Dispatcher poll it anyway.
     pub(in crate::runtime) fn cover_timers_and_io(
         &mut self,
         procs: &[Arc<ProcesserShared>],
@@ -363,17 +376,27 @@ impl Dispatcher {
                 p.ask_look_out(crate::runtime::processer::shared::LOOK_TIMERS);
             }
         }
-        let Some(r) = s.reactor_with_sources() else {
+        let Some(reactors) = s.reactors_if_made() else {
             return;
         };
-        if !r.polled_before(interval.saturating_mul(2).max(BUSY_POLL)) {
-            return;
+        let stale = interval.saturating_mul(2).max(BUSY_POLL);
+        for p in procs.iter().filter(|p| p.kind == Kind::Core) {
+            let Some(r) = reactors.get(p.index).filter(|r| r.has_sources()) else {
+                continue;
+            };
+            // Relaxed: a sample, as every read of `blocked` here.
+            let due = if p.blocked.load(Ordering::Relaxed) {
+                stale
+            } else {
+                OWNER_POLLS_WITHIN.max(stale)
+            };
+            if !r.polled_before(due) {
+                continue;
+            }
+            if let Some(mut poller) = r.try_poll() {
+                poller.poll(Some(Duration::ZERO), &mut self.woken);
+            }
         }
-        let Some(mut poller) = r.try_poll() else {
-            return;
-        };
-        poller.poll(Some(Duration::ZERO), &mut self.woken);
-        drop(poller);
         if self.woken.is_empty() {
             return;
         }

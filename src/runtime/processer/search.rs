@@ -365,14 +365,10 @@ impl ProcLocal {
             return None;
         }
         let mut timeout = self.sleep_timeout();
-        // Only core Processers wait in the reactor: a block_on caller or an
-        // extra Processer may leave for good while holding the role, and
+        // Only core Processers wait in a reactor, each in its own: a
+        // block_on caller or an extra Processer may leave for good, and
         // nobody would wait there after it.
-        if let Some(r) = self
-            .sched
-            .reactor_with_sources()
-            .filter(|_| self.p.kind == Kind::Core)
-        {
+        if let Some(r) = self.own_reactor() {
             if let Some(mut poller) = r.try_poll() {
                 return self.sleep_in_poll(&mut poller, timeout);
             }
