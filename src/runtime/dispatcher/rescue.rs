@@ -47,10 +47,12 @@ use crate::runtime::shared::Shared;
 use crate::runtime::task::{self, Runnable};
 use crate::runtime::time::timer;
 
-/// How long a reactor whose owner is not blocked may go unpolled before
-/// the Dispatcher polls it anyway (`cover_timers_and_io`): a net, well
-/// above the owner's own [`BUSY_POLL`].
-const OWNER_POLLS_WITHIN: Duration = Duration::from_millis(10);
+/// How long a reactor may go unpolled before the Dispatcher polls it
+/// anyway (`cover_timers_and_io`), its owner not blocked or no waiter
+/// there that could run elsewhere: a net, far above the owner's own
+/// [`BUSY_POLL`] and above the time a loaded machine keeps a thread off
+/// its core.
+const OWNER_POLLS_WITHIN: Duration = Duration::from_millis(100);
 
 /// Processers the balance step looks at per cycle at most, in turns: all of
 /// them up to this many, a bounded slice of a larger table.
@@ -339,17 +341,19 @@ impl Dispatcher {
     ///   [`timer::OVERDUE`] (their tasks go through the routing, which
     ///   avoids blocked Processers). A sleeping Processer wakes for its own.
     /// - For each core Processer marked blocked whose reactor nobody has
-    ///   polled for two intervals, poll it without waiting, and hand the
-    ///   tasks it woke out like rescued ones: bound ones to their
-    ///   Processers (the owner's wait for it anyway; others', bound
-    ///   elsewhere or not bound, must not), the rest in batches to the least
-    ///   loaded active Processers. A reactor whose owner is not blocked is
-    ///   its owner's to poll (waiting in it when idle, every `BUSY_POLL`
-    ///   when busy): polling it here would only send its own tasks back to
-    ///   it through its remote queue, a wake-up that crosses. Only once
-    ///   nobody has polled it for [`OWNER_POLLS_WITHIN`] (an owner the
-    ///   OS keeps off its core, a task that has not switched out yet long
-    ///   enough to be called blocked) does the Dispatcher poll it anyway.
+    ///   polled for two intervals and where tasks that could run elsewhere
+    ///   wait (bound to another Processer, or not bound), poll it without
+    ///   waiting, and hand the tasks it woke out like rescued ones: bound
+    ///   ones to their Processers, the rest in batches to the least loaded
+    ///   active Processers. A reactor whose owner is not blocked, or where
+    ///   only the owner's own tasks wait, is its owner's to poll (waiting in
+    ///   it when idle, every `BUSY_POLL` when busy; its tasks wait for it
+    ///   anyway): polling it here would only send them back to it through
+    ///   its remote queue, a wake-up that crosses. On a loaded machine the
+    ///   OS keeps a Processer off its core mid-task for longer than the
+    ///   block timeout often, and that was most of the wake-ups still
+    ///   crossing. Only once nobody has polled it for
+    ///   [`OWNER_POLLS_WITHIN`] does the Dispatcher poll it anyway.
     pub(in crate::runtime) fn cover_timers_and_io(
         &mut self,
         procs: &[Arc<ProcesserShared>],
@@ -384,8 +388,8 @@ impl Dispatcher {
             let Some(r) = reactors.get(p.index).filter(|r| r.has_sources()) else {
                 continue;
             };
-            // Relaxed: a sample, as every read of `blocked` here.
-            let due = if p.blocked.load(Ordering::Relaxed) {
+            // Relaxed: samples, as every read of `blocked` here.
+            let due = if p.blocked.load(Ordering::Relaxed) && r.has_foreign_waiters() {
                 stale
             } else {
                 OWNER_POLLS_WITHIN.max(stale)

@@ -29,12 +29,15 @@
 //! for [`BUSY_POLL`] (looked at every 61st pick, with the new-queue check),
 //! so readiness is not left waiting while it has work. The Dispatcher polls
 //! the reactor of each Processer it marked blocked, when nobody has polled
-//! it for two of its intervals: the owner's bound tasks wait for it anyway,
-//! but waiters that could run elsewhere (unbound tasks, tasks bound to
-//! another Processer) must not. Another reactor it polls only when nobody
-//! has for much longer (`dispatcher/rescue.rs`, `OWNER_POLLS_WITHIN`): its
-//! owner polls it, and the Dispatcher's poll would send the owner's tasks
-//! back to it through its remote queue. A blocked Processer never holds the
+//! it for two of its intervals, but only while waiters that could run
+//! elsewhere (unbound tasks, tasks bound to another Processer: counted in
+//! the reactor's `foreign`) wait on its sockets: the owner's bound tasks
+//! wait for it anyway, and the Dispatcher's poll would only send them back
+//! to it through its remote queue, a wake-up that crosses. Any reactor
+//! nobody has polled for much longer (`dispatcher/rescue.rs`,
+//! `OWNER_POLLS_WITHIN`) it polls anyway: a net for a waiter the count
+//! missed (one that parked just as its socket moved away, counted in the
+//! reactor it left). A blocked Processer never holds the
 //! role (it is held only inside a poll, never while a task runs), so it can
 //! never strand readiness.
 //!
@@ -172,6 +175,11 @@ pub(crate) struct Reactor {
     retired: Mutex<Vec<Arc<IoState>>>,
     /// Sockets registered now.
     registered: AtomicUsize,
+    /// Tasks parked on a socket in this reactor that can run elsewhere
+    /// than on its Processer (bound to another one, or not bound): the
+    /// Dispatcher polls the reactor of a blocked Processer only while some
+    /// wait (module docs, "Who polls"). Relaxed: a hint, with a net.
+    foreign: AtomicUsize,
     /// When a poll last ended, in nanoseconds since `epoch`.
     last_poll: AtomicU64,
     /// The role's holder is in a blocking wait (a sleeping Processer), not
@@ -191,6 +199,7 @@ impl Reactor {
             poller: Mutex::new(Events::with_capacity(EVENTS)),
             retired: Mutex::new(Vec::new()),
             registered: AtomicUsize::new(0),
+            foreign: AtomicUsize::new(0),
             last_poll: AtomicU64::new(0),
             blocking: AtomicBool::new(false),
             epoch: Instant::now(),
@@ -208,6 +217,12 @@ impl Reactor {
     pub(crate) fn polled_before(&self, d: Duration) -> bool {
         let now = self.epoch.elapsed().as_nanos() as u64;
         now.saturating_sub(self.last_poll.load(Ordering::Relaxed)) >= d.as_nanos() as u64
+    }
+
+    /// Whether tasks that could run on another thread than this reactor's
+    /// Processer wait on its sockets (a hint).
+    pub(crate) fn has_foreign_waiters(&self) -> bool {
+        self.foreign.load(Ordering::Relaxed) != 0
     }
 
     /// Whether a Processer is waiting in the reactor (holding the role for
@@ -511,6 +526,10 @@ impl Registration {
             return wait_once(self.fd, interest, deadline, cancellable);
         };
         self.follow(&task, reactors);
+        // A waiter its reactor's Processer cannot run is counted there, so
+        // that the Dispatcher polls that reactor while its owner is blocked.
+        let at = self.at.load(Ordering::Relaxed);
+        let _foreign = (task.pin() != Some(at)).then(|| Foreign::enter(&reactors.list[at]));
         self.state
             .wait(&task, interest, deadline, self.fd, cancellable, ahead)
             .map_err(|TimedOut| io::ErrorKind::TimedOut.into())
@@ -556,6 +575,23 @@ impl Registration {
         }
         old.remove(self.fd, &self.state);
         self.at.store(pin, Ordering::Relaxed);
+    }
+}
+
+/// A task counted in a reactor's `foreign` for the length of its wait
+/// (an unwind out of the wait included).
+struct Foreign<'a>(&'a Reactor);
+
+impl<'a> Foreign<'a> {
+    fn enter(r: &'a Reactor) -> Foreign<'a> {
+        r.foreign.fetch_add(1, Ordering::Relaxed);
+        Foreign(r)
+    }
+}
+
+impl Drop for Foreign<'_> {
+    fn drop(&mut self) {
+        self.0.foreign.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
