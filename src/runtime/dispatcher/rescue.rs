@@ -41,6 +41,7 @@ use crossbeam_deque::Steal;
 use crate::runtime::context;
 use crate::runtime::dispatcher::detect::Held;
 use crate::runtime::dispatcher::{duration_nanos, Dispatcher};
+use crate::runtime::io::reactor::Reactor;
 use crate::runtime::io::BUSY_POLL;
 use crate::runtime::processer::shared::{Kind, ProcesserShared};
 use crate::runtime::shared::Shared;
@@ -53,6 +54,26 @@ use crate::runtime::time::timer;
 /// [`BUSY_POLL`] and above the time a loaded machine keeps a thread off
 /// its core.
 const OWNER_POLLS_WITHIN: Duration = Duration::from_millis(100);
+
+/// How long the reactor `r` of core Processer `p` may go unpolled before
+/// the Dispatcher polls it (`cover_timers_and_io`): `short` while `p` is
+/// marked blocked and tasks that could run elsewhere wait on its sockets;
+/// else [`OWNER_POLLS_WITHIN`] (at least `short`), since the owner polls
+/// its own reactor and its own tasks wait for it anyway. The nap rule of
+/// `cycle.rs` asks the same, so that the Dispatcher keeps short periods
+/// only while its poll is due soon.
+pub(in crate::runtime) fn cover_after(
+    p: &ProcesserShared,
+    r: &Reactor,
+    short: Duration,
+) -> Duration {
+    // Relaxed: samples, as every read of `blocked` here.
+    if p.blocked.load(Ordering::Relaxed) && r.has_foreign_waiters() {
+        short
+    } else {
+        OWNER_POLLS_WITHIN.max(short)
+    }
+}
 
 /// Processers the balance step looks at per cycle at most, in turns: all of
 /// them up to this many, a bounded slice of a larger table.
@@ -388,13 +409,7 @@ impl Dispatcher {
             let Some(r) = reactors.get(p.index).filter(|r| r.has_sources()) else {
                 continue;
             };
-            // Relaxed: samples, as every read of `blocked` here.
-            let due = if p.blocked.load(Ordering::Relaxed) && r.has_foreign_waiters() {
-                stale
-            } else {
-                OWNER_POLLS_WITHIN.max(stale)
-            };
-            if !r.polled_before(due) {
+            if !r.polled_before(cover_after(p, r, stale)) {
                 continue;
             }
             if let Some(mut poller) = r.try_poll() {

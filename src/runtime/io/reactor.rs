@@ -307,11 +307,6 @@ impl Reactors {
         self.list.get(i)
     }
 
-    /// Every reactor, core Processer 0's first.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Reactor>> + '_ {
-        self.list.iter()
-    }
-
     /// The reactor a registration made outside a core Processer goes to:
     /// the one of the task's home if that is a core Processer, else one
     /// chosen by descriptor number, so that such sockets spread.

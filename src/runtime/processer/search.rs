@@ -281,20 +281,28 @@ impl ProcLocal {
             if let Some(t) = self.steal(STEAL_VICTIMS).or_else(|| self.pull_remote()) {
                 return Some(t);
             }
-            // Our own timers come due while we search (a round that yields
-            // the CPU may take a while on a loaded machine).
+            // Our own timers come due while we search, and readiness
+            // arrives in our own reactor, which nobody else polls for us
+            // (a round that yields the CPU may take a while on a loaded
+            // machine).
             if self.fire_timers() {
                 if let Some(t) = self.next_local() {
                     return Some(t);
                 }
             }
+            self.poll_io_busy();
+            if let Some(t) = self.next_local() {
+                return Some(t);
+            }
             if round < SPIN_ROUNDS / 2 {
                 std::hint::spin_loop();
             } else if self.timer_soon() {
-                // Sleep until the timer instead (the caller's next step):
-                // on a loaded machine a yield may hand the CPU to another
-                // process for a whole time slice, several milliseconds,
-                // and the timer would wait for it.
+                // Sleep until the timer, or in our reactor, instead (the
+                // caller's next step): on a loaded machine a yield may hand
+                // the CPU to another process for a whole time slice,
+                // several milliseconds, while the timer or the readiness
+                // of our own tasks' sockets waits for it. In the reactor
+                // the kernel wakes us at the first event.
                 break;
             } else {
                 std::thread::yield_now();
