@@ -5,6 +5,9 @@
 //! `gofer-uring` is gofer's server on the io_uring driver (`GOFER_IO=uring`).
 //!
 //! Run: `cargo bench -p gofer-bench --bench echo` (or through `scripts/http_bench.sh`);
+//! `cross/rt` is, for gofer's servers, the wake-ups a readiness poll delivered
+//! to a task bound to another Processer per round trip (`Stats::cross_wakeups`,
+//! read through the server's SIGUSR1 line at the window's start and end).
 //! `--syscalls` adds the server's system calls per round trip (`perf stat`) and
 //! the spread of the connections' mean latencies;
 //! `cargo bench -p gofer-bench --bench echo -- --help` lists the flags.
@@ -107,10 +110,12 @@ fn example_of(server: &str) -> Option<(&'static str, &'static str)> {
 
 /// The IO driver gofer's server runs with (`GOFER_IO`): `gofer-uring` is
 /// the same server on the io_uring driver, and so is any `--server-bin`
-/// whose name starts with `gofer-uring`; every other name runs with epoll,
+/// whose name starts with `gofer-uring` or ends with `-uring` (an older
+/// build not named gofer*, whose counters are not asked for); every other
+/// name runs with epoll,
 /// whatever the environment of the bench says.
 fn gofer_io_of(server: &str) -> &'static str {
-    if server.starts_with("gofer-uring") {
+    if server.starts_with("gofer-uring") || server.ends_with("-uring") {
         "uring"
     } else {
         "epoll"
@@ -204,6 +209,9 @@ fn main() {
                     warmup,
                     duration,
                     args.syscalls,
+                    // gofer's example server, or a build of it named
+                    // gofer* with `--server-bin` (it must answer SIGUSR1).
+                    name.starts_with("gofer"),
                 );
                 rows.push((n, name, row));
             }
@@ -247,7 +255,7 @@ fn print_medians(
         "medians over the rounds; ratios against {baseline} (round trips/s higher is better, CPU per round trip lower)"
     );
     println!(
-        "{:>11}  {:<6} {:>14} {:>9} {:>12} {:>13} {:>11} {:>14} {:>14}",
+        "{:>11}  {:<6} {:>14} {:>9} {:>12} {:>13} {:>11} {:>14} {:>14} {:>12}",
         "connections",
         "server",
         "round trips/s",
@@ -256,7 +264,8 @@ fn print_medians(
         "CPU/round trip",
         "client CPU",
         "rate ratio",
-        "CPU ratio"
+        "CPU ratio",
+        "cross/rt"
     );
     let of = |n: usize, s: &str, f: fn(&common::Row) -> f64| -> Option<f64> {
         let v: Vec<f64> = rows
@@ -281,12 +290,14 @@ fn print_medians(
             };
             let ratio =
                 |a: f64, b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.2} x", a / b));
+            let cross = of(n, s, |r| r.cross_per_trip).unwrap_or(f64::NAN);
             println!(
-                "{n:>11}  {s:<6} {rate:>14.0} {p99:>7.3}ms {:>10.0} % {per:>11.2}us {:>9.0} % {:>14} {:>14}",
+                "{n:>11}  {s:<6} {rate:>14.0} {p99:>7.3}ms {:>10.0} % {per:>11.2}us {:>9.0} % {:>14} {:>14} {:>12}",
                 cpu * 100.0,
                 client * 100.0,
                 ratio(rate, base_rate),
                 ratio(per, base_cpu),
+                common::fmt_cross(cross),
             );
         }
     }

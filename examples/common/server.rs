@@ -6,6 +6,10 @@
 //! the accept loop and each connection's task unwind from the wait they are
 //! parked in (`accept`, `read`, ...), their sockets close as the unwind
 //! drops them, and the call returns once no task is left.
+//!
+//! SIGUSR1 prints one line of the scheduler's counters and goes on serving
+//! (`stats: cross_wakeups N switches M`; the echo bench reads it at the
+//! start and the end of its measured window).
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -13,7 +17,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use gofer::net::{TcpListener, TcpStream};
-use gofer::signal::{Signals, SIGINT, SIGTERM};
+use gofer::signal::{Signals, SIGINT, SIGTERM, SIGUSR1};
 
 /// The options every example server takes.
 #[derive(clap::Args, Debug)]
@@ -77,8 +81,10 @@ pub enum Acceptors {
 pub const AFTER_HELP: &str = "Prints `listening on ADDR` first (then `debug page at URL` with \
                               --debug-addr), then runs until SIGINT (Ctrl-C) \
                               or SIGTERM, which close every connection and end the program \
-                              with `stopped` and status 0. Exit status: 2 for a bad argument, \
-                              1 when the address cannot be bound.";
+                              with `stopped` and status 0; SIGUSR1 prints the line \
+                              `stats: cross_wakeups N switches M` (the scheduler's counters). \
+                              Exit status: 2 for a bad argument, 1 when the address cannot be \
+                              bound.";
 
 fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     s.to_socket_addrs()
@@ -115,7 +121,7 @@ pub fn run_with(
 ) -> ExitCode {
     // Any time would do (gofer::signal needs no signal mask); before the
     // scheduler, so that a signal from then on stops the server.
-    let stop = match Signals::new(&[SIGINT, SIGTERM]) {
+    let stop = match Signals::new(&[SIGINT, SIGTERM, SIGUSR1]) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: cannot handle the stop signals: {e}");
@@ -172,10 +178,20 @@ pub fn run_with(
         b.spawn(move || accept_loop(&listener, idle, serve))
             .expect("the scheduler runs");
     }
-    let signal = if stop.recv() == SIGINT {
-        "SIGINT"
-    } else {
-        "SIGTERM"
+    let signal = loop {
+        match stop.recv() {
+            SIGINT => break "SIGINT",
+            SIGUSR1 => {
+                let st = sched.stats();
+                let switches: u64 = st.processers.iter().map(|p| p.switches).sum();
+                println!(
+                    "stats: cross_wakeups {} switches {switches}",
+                    st.cross_wakeups
+                );
+                io::stdout().flush().expect("stdout");
+            }
+            _ => break "SIGTERM",
+        }
     };
     // A second signal now has its default action: it ends a shutdown that
     // hangs.

@@ -401,8 +401,9 @@ fn stats_one(o: &mut String, s: &Stats) {
         "{{\"threads\":{},\"spawned\":{},\"completed\":{},\"alive\":{},\"blocked\":{},\
          \"blocked_detections\":{},\"tasks_behind_blocked\":{},\"blocked_with_tasks_behind\":{},\
          \"all_blocked\":{},\"tasks_queued_all_blocked\":{},\"tasks_rescued\":{},\
-         \"tasks_moved_again\":{},\"threads_started\":{},\"threads_retired\":{},\
-         \"live_stacks\":{},\"timers\":{},\"blocking_busy\":{},\"blocking_queued\":{},\
+         \"cross_wakeups\":{},\"tasks_moved_again\":{},\"threads_started\":{},\
+         \"threads_retired\":{},\"live_stacks\":{},\"timers\":{},\"blocking_busy\":{},\
+         \"blocking_queued\":{},\
          \"blocking_threads\":{},\"io_driver\":\"{:?}\",\"io_driver_reason\":",
         s.threads,
         s.spawned,
@@ -415,6 +416,7 @@ fn stats_one(o: &mut String, s: &Stats) {
         s.all_blocked,
         s.tasks_queued_all_blocked,
         s.tasks_rescued,
+        s.cross_wakeups,
         s.tasks_moved_again,
         s.threads_started,
         s.threads_retired,
@@ -438,7 +440,7 @@ fn stats_one(o: &mut String, s: &Stats) {
              \"parks\":{},\"yields\":{},\"steals\":{},\"stolen_tasks\":{},\"next_slot_runs\":{},\
              \"remote_pushes\":{},\"reactor_polls\":{},\"local_queue_depth\":{},\
              \"remote_queue_depth\":{},\"pinned_queue_depth\":{},\"busy_ns\":{},\
-             \"blocked_detections\":{}}}",
+             \"blocked_detections\":{},\"cross_wakeups\":{}}}",
             p.id,
             p.kind,
             p.switches,
@@ -461,6 +463,7 @@ fn stats_one(o: &mut String, s: &Stats) {
             p.pinned_queue_depth,
             p.busy.as_nanos(),
             p.blocked_detections,
+            p.cross_wakeups,
         );
     }
     o.push_str("]}");

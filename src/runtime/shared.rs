@@ -44,7 +44,7 @@ use crossbeam_utils::CachePadded;
 
 use super::config::Config;
 use super::context;
-use super::io::Reactor;
+use super::io::{Reactor, Reactors};
 use super::stats::{ProcesserStats, Stats};
 use crate::coroutine::stack;
 use crate::coroutine::stacks::Stacks;
@@ -88,6 +88,8 @@ pub(crate) struct Shared {
     pub(crate) threads: AtomicUsize,
     pub(crate) threads_started: AtomicU64,
     pub(crate) threads_retired: AtomicU64,
+    /// `cross_wakeups` of the Processers that have exited (`stats`).
+    cross_wakeups_exited: AtomicU64,
     /// Shutdown requested: spawns from outside are refused.
     closing: AtomicBool,
     /// Shutdown done waiting: Processers exit.
@@ -106,8 +108,9 @@ pub(crate) struct Shared {
     /// Deadline queues (one per core Processer) and user timers.
     pub(crate) timers: Timers,
     pub(crate) dispatch: DispatchState,
-    /// The IO reactor, made at the first socket a task waits on.
-    reactor: OnceLock<Arc<Reactor>>,
+    /// The IO reactors, one per core Processer, made at the first socket a
+    /// task waits on (`runtime/io/reactor.rs`).
+    reactors: OnceLock<Arc<Reactors>>,
     reactor_init: Mutex<()>,
     /// Core Processers whose io_uring could not be set up after the build
     /// (their tasks use epoll), and the first error: told by `stats()`.
@@ -180,6 +183,7 @@ impl Shared {
             threads: AtomicUsize::new(0),
             threads_started: AtomicU64::new(0),
             threads_retired: AtomicU64::new(0),
+            cross_wakeups_exited: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             detached: AtomicBool::new(false),
@@ -190,7 +194,7 @@ impl Shared {
             stacks,
             timers,
             dispatch: DispatchState::default(),
-            reactor: OnceLock::new(),
+            reactors: OnceLock::new(),
             reactor_init: Mutex::new(()),
             ring_failures: Mutex::new((0, None)),
             live: crate::runtime::task::live::Registry::new(),
@@ -201,17 +205,17 @@ impl Shared {
         shared
     }
 
-    /// The IO reactor, made on first use.
-    pub(crate) fn reactor(&self) -> io::Result<&Arc<Reactor>> {
-        if let Some(r) = self.reactor.get() {
+    /// The IO reactors (one per core Processer), made on first use.
+    pub(crate) fn reactors(&self) -> io::Result<&Arc<Reactors>> {
+        if let Some(r) = self.reactors.get() {
             return Ok(r);
         }
         let _g = self.reactor_init.lock();
-        if let Some(r) = self.reactor.get() {
+        if let Some(r) = self.reactors.get() {
             return Ok(r);
         }
-        let r = Arc::new(Reactor::new()?);
-        Ok(self.reactor.get_or_init(|| r))
+        let r = Arc::new(Reactors::new(self.config.min_threads)?);
+        Ok(self.reactors.get_or_init(|| r))
     }
 
     /// A core Processer's io_uring could not be set up (`e`): its tasks
@@ -235,59 +239,62 @@ impl Shared {
         }
     }
 
-    /// The IO reactor, if one was made.
-    pub(crate) fn reactor_if_made(&self) -> Option<&Arc<Reactor>> {
-        self.reactor.get()
+    /// The IO reactors, if they were made.
+    pub(crate) fn reactors_if_made(&self) -> Option<&Arc<Reactors>> {
+        self.reactors.get()
     }
 
-    /// The IO reactor if one was made and has sockets to poll for.
-    pub(crate) fn reactor_with_sources(&self) -> Option<&Arc<Reactor>> {
-        self.reactor.get().filter(|r| r.has_sources())
+    /// The reactor of core Processer `index`, if the reactors were made
+    /// (`None` for any other Processer).
+    pub(crate) fn reactor_of(&self, index: usize) -> Option<&Arc<Reactor>> {
+        self.reactors.get().and_then(|r| r.get(index))
     }
 
-    /// A socket was just registered with `reactor`: make sure somebody will
-    /// wait in it, so that the task about to park on the socket wakes.
+    /// The reactor of core Processer `index` if it has sockets (or a ring)
+    /// to poll for.
+    pub(crate) fn reactor_with_sources(&self, index: usize) -> Option<&Arc<Reactor>> {
+        self.reactor_of(index).filter(|r| r.has_sources())
+    }
+
+    /// A socket was just registered with `reactor`, core Processer `at`'s,
+    /// by a thread other than that Processer: make sure its owner will poll
+    /// it, so that the task about to park on the socket wakes.
     ///
-    /// Only core Processers take the poller role, and they look for it when
-    /// they go to sleep. One that fell asleep while the reactor had nothing
-    /// to poll sleeps on its futex, and would sleep on after this
-    /// registration while the waiting task (a `block_on` caller's root, a
-    /// task on an extra Processer) parks: nothing would poll. So:
+    /// A core Processer waits in its own reactor when it sleeps, but only if
+    /// that had something to poll when it went to sleep; otherwise it sleeps
+    /// on its futex, and would sleep on after this registration while the
+    /// waiting task (a `block_on` caller's root, a task on an extra
+    /// Processer) parks: nothing would poll. So:
     ///
     /// ```text
-    ///  registering task T                      core Processer P going to sleep
-    ///  1. registered += 1                      1. sleeping = true (SeqCst)
+    ///  registering thread T                    core Processer P going to sleep
+    ///  1. P's reactor: registered += 1         1. sleeping = true (SeqCst)
     ///  2. fence (SeqCst)                       2. fence (SeqCst)
-    ///  3. a blocking poller exists: done       3. read registered: if any,
-    ///  4. some core Processer is awake: done      take the role (or, held for
-    ///     (it polls while busy, and takes         a quick look, sleep briefly
-    ///     the role when it sleeps)                and come back for it)
-    ///  5. else wake a sleeping core Processer
+    ///  3. a blocking poller is in it: done     3. read its reactor's registered:
+    ///  4. P is awake: done (it polls while        if any, take the role (or,
+    ///     busy, and waits in it when it           held for a quick look, sleep
+    ///     sleeps)                                 briefly and come back for it)
+    ///  5. else wake P
     /// ```
     ///
     /// With both fences SeqCst, either T's step 4 sees P's `sleeping`, or
-    /// P's step 3 sees the registration. A Processer woken at step 5 finds
-    /// nothing to run, goes back to sleep and takes the role. A blocking
-    /// poller, once it leaves the role, is a core Processer that takes it
-    /// again when it next sleeps; while it runs tasks instead, it polls
-    /// every [`BUSY_POLL`](super::io::BUSY_POLL), and if it is blocked, the
-    /// Dispatcher (awake while any Processer runs) polls each cycle.
-    pub(crate) fn ensure_poller(&self, reactor: &Reactor) {
+    /// P's step 3 sees the registration. P woken at step 5 finds nothing to
+    /// run, goes back to sleep and waits in its reactor. While P runs tasks
+    /// it polls every [`BUSY_POLL`](super::io::BUSY_POLL), and if it is
+    /// blocked, the Dispatcher (awake while any Processer runs) polls its
+    /// reactor each cycle. A registration made on P itself needs none of
+    /// this (P is awake, running the task).
+    pub(crate) fn ensure_poller(&self, at: usize, reactor: &Reactor) {
         fence(Ordering::SeqCst);
         if reactor.has_blocking_poller() {
             return;
         }
         let procs = self.processers_snapshot();
-        let mut asleep = None;
-        for p in procs.iter().filter(|p| p.kind == Kind::Core) {
+        if let Some(p) = find_processer(&procs, at).filter(|p| p.kind == Kind::Core) {
             // Relaxed after the fence: see the protocol above.
-            if !p.sleeping.load(Ordering::Relaxed) {
-                return;
+            if p.sleeping.load(Ordering::Relaxed) {
+                self.wake_proc(p);
             }
-            asleep.get_or_insert(p);
-        }
-        if let Some(p) = asleep {
-            self.wake_proc(p);
         }
     }
 
@@ -396,6 +403,10 @@ impl Shared {
 
     pub(crate) fn processer_exited(&self, p: &Arc<ProcesserShared>) {
         self.unregister(p);
+        // Unregistered first: `stats` sums the table's counts and this one,
+        // so a count is read twice at worst for a moment, never lost.
+        self.cross_wakeups_exited
+            .fetch_add(p.cross_wakeups.load(Ordering::Relaxed), Ordering::Relaxed);
         if p.kind == Kind::Extra {
             self.threads_retired.fetch_add(1, Ordering::Relaxed);
         }
@@ -724,6 +735,7 @@ impl Shared {
                 pinned_queue_depth: p.runnable_pinned(),
                 busy: p.metrics.busy(),
                 blocked_detections: p.metrics.blocked_detections.load(Ordering::Relaxed),
+                cross_wakeups: p.cross_wakeups.load(Ordering::Relaxed),
                 kind: match p.kind {
                     Kind::Core => "core",
                     Kind::Extra => "extra",
@@ -744,6 +756,8 @@ impl Shared {
             all_blocked: all_blocked.is_some(),
             tasks_queued_all_blocked: all_blocked.unwrap_or(0),
             tasks_rescued: d.rescued.load(Ordering::Relaxed),
+            cross_wakeups: self.cross_wakeups_exited.load(Ordering::Relaxed)
+                + processers.iter().map(|p| p.cross_wakeups).sum::<u64>(),
             tasks_moved_again: d.moved_again.load(Ordering::Relaxed),
             threads_started: self.threads_started.load(Ordering::Relaxed),
             threads_retired: self.threads_retired.load(Ordering::Relaxed),

@@ -56,6 +56,12 @@ pub struct Stats {
     pub tasks_queued_all_blocked: usize,
     /// Tasks the Dispatcher moved off blocked Processers.
     pub tasks_rescued: u64,
+    /// Wake-ups a readiness poll delivered to a task bound (or pinned) to
+    /// another Processer than the one that polled (the Dispatcher's polls
+    /// included), since the scheduler started: the sum of
+    /// [`ProcesserStats::cross_wakeups`], Processers that have exited
+    /// included.
+    pub cross_wakeups: u64,
     /// Of `tasks_rescued`, moves of a task that an earlier rescue had moved
     /// and that had not run since. Such a task stays where it was moved
     /// for `block_timeout` after that move, however often that Processer
@@ -130,6 +136,15 @@ pub struct ProcesserStats {
     pub sleeping: bool,
     /// Tasks the Dispatcher moved off this Processer.
     pub rescued: u64,
+    /// Wake-ups of tasks bound (or pinned) to this Processer that a
+    /// readiness poll made on another thread delivered here: another
+    /// Processer's poll of its reactor, or the Dispatcher's. Each was a
+    /// push into this Processer's remote pinned queue, a look-out request
+    /// and often a wake-up of its thread. Wake-ups by other means (a channel
+    /// send from another thread, a timer, an unpark from a plain thread)
+    /// are not counted. ARCHITECTURE.md, "The IO manager", says when
+    /// readiness crosses.
+    pub cross_wakeups: u64,
     /// `"core"`, `"extra"` (started by the Dispatcher) or `"caller"` (a
     /// thread inside `block_on`).
     pub kind: &'static str,
@@ -157,8 +172,8 @@ pub struct ProcesserStats {
     /// outside, wake-ups from other threads, tasks moved here by a rescue.
     /// Counted by the pushing thread when its push lands.
     pub remote_pushes: u64,
-    /// Polls of the epoll reactor (a look without waiting, or the sleep in
-    /// it) and turns of the io_uring ring made by this thread (tokio's
+    /// Polls of its own epoll reactor (a look without waiting, or the sleep
+    /// in it) and turns of the io_uring ring made by this thread (tokio's
     /// `io_driver_ready_count` counts events instead).
     pub reactor_polls: u64,
     /// Tasks waiting in the queues only this thread takes from: the

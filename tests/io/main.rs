@@ -1,7 +1,8 @@
-//! The IO drivers (epoll and io_uring, `GOFER_IO`), descriptor waits, idle
-//! sockets, files (`gofer::fs`, reads that need not wait), and the
-//! descriptor reserve. (`unblock` and its pool, whose tests measure a
-//! heartbeat's gaps, are in `tests/alone/`.)
+//! The IO drivers (epoll and io_uring, `GOFER_IO`), the reactor of each
+//! core Processer, descriptor waits, idle sockets, files (`gofer::fs`,
+//! reads that need not wait), and the descriptor reserve. (`unblock` and
+//! its pool, whose tests measure a heartbeat's gaps, are in
+//! `tests/alone/`.)
 //!
 //! What depends on the driver chosen by the environment, the descriptor
 //! limits or a ring of its own runs in a child process under a watchdog
@@ -19,5 +20,6 @@ mod fs_cached_open;
 mod fs_nowait;
 mod io_driver;
 mod io_idle;
+mod io_per_processer;
 mod io_uring;
 mod io_wait;

@@ -5,15 +5,21 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A gofer server's `(cross_wakeups, switches)`, if it printed them.
+type Counters = Option<(u64, u64)>;
 
 /// A server process, killed when dropped.
 pub struct Server {
     child: Child,
     pub addr: SocketAddr,
+    /// The rest of the server's output, read by [`counters`](Server::counters).
+    out: Arc<Mutex<BufReader<ChildStdout>>>,
 }
 
 impl Server {
@@ -25,15 +31,35 @@ impl Server {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("the server's first line");
+        let mut out = BufReader::new(child.stdout.take().expect("piped"));
+        out.read_line(&mut line).expect("the server's first line");
         let addr = line
             .trim()
             .strip_prefix("listening on ")
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("{what}: expected `listening on ADDR`, got {line:?}"));
-        Server { child, addr }
+        Server {
+            child,
+            addr,
+            out: Arc::new(Mutex::new(out)),
+        }
+    }
+
+    /// A gofer example server's counters, asked for with SIGUSR1
+    /// (`examples/common/server.rs`): `(cross_wakeups, switches)`, or
+    /// `None` from a server that does not print them.
+    fn counters_of(pid: u32, out: &Mutex<BufReader<ChildStdout>>) -> Counters {
+        // SAFETY: kill with a pid of our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+        let mut line = String::new();
+        out.lock().ok()?.read_line(&mut line).ok()?;
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            ["stats:", "cross_wakeups", c, "switches", s] => {
+                Some((c.parse().ok()?, s.parse().ok()?))
+            }
+            _ => None,
+        }
     }
 
     /// User + system CPU time the server has used.
@@ -212,7 +238,7 @@ pub fn load() -> String {
 /// Prints the table's header.
 pub fn print_header() {
     println!(
-        "{:>11}  {:<6} {:>14} {:>9} {:>9} {:>12} {:>13} {:>11} {:>7}",
+        "{:>11}  {:<6} {:>14} {:>9} {:>9} {:>12} {:>13} {:>11} {:>7} {:>12}",
         "connections",
         "server",
         "round trips/s",
@@ -221,8 +247,19 @@ pub fn print_header() {
         "server CPU",
         "CPU/round trip",
         "client CPU",
-        "errors"
+        "errors",
+        "cross/rt"
     );
+}
+
+/// A cross-Processer wake-up count per round trip, or `-` where the
+/// server does not report one.
+pub fn fmt_cross(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else {
+        format!("{v:.3}")
+    }
 }
 
 /// Drives `n` connections to `server`, then stops it and prints the row.
@@ -234,7 +271,7 @@ pub fn run_row(
     warmup: Duration,
     duration: Duration,
 ) {
-    run_row_with(server, name, n, size, warmup, duration, false);
+    run_row_with(server, name, n, size, warmup, duration, false, false);
 }
 
 /// The system calls `perf stat` counts on the server with
@@ -307,7 +344,10 @@ impl SyscallCount {
 /// trip over the measured window and the spread of the connections' mean
 /// latencies (`perf stat` on the tracepoints; they
 /// cost the server some CPU, so the row's CPU figures are not comparable
-/// to a run without them).
+/// to a run without them). With `counters`, the server is one of gofer's
+/// example servers, which print their counters on SIGUSR1 (any other
+/// server would die of it): the row adds its cross-Processer wake-ups per
+/// round trip.
 /// One printed row's figures, for a summary over rounds.
 #[derive(Clone, Copy, Debug)]
 pub struct Row {
@@ -321,8 +361,13 @@ pub struct Row {
     pub client_cpu: f64,
     /// The server's CPU time per round trip, µs.
     pub cpu_per_trip_us: f64,
+    /// Wake-ups a readiness poll delivered to a task bound to another
+    /// Processer, per round trip (`Stats::cross_wakeups`): gofer's servers
+    /// only (NaN for the others).
+    pub cross_per_trip: f64,
 }
 
+#[allow(clippy::too_many_arguments)] // the figures of one row, each its own knob
 pub fn run_row_with(
     server: Server,
     name: &str,
@@ -331,6 +376,7 @@ pub fn run_row_with(
     warmup: Duration,
     duration: Duration,
     syscalls: bool,
+    counters: bool,
 ) -> Row {
     let pid = server.child.id();
     let count = std::sync::Arc::new(SyscallCount {
@@ -339,12 +385,21 @@ pub fn run_row_with(
         perf: std::sync::Mutex::new(None),
     });
     let counter = count.clone();
+    // With `counters` (a gofer example server), its counters at the
+    // window's start and end.
+    let gofer = counters;
+    let marks: Arc<Mutex<Vec<Counters>>> = Arc::default();
+    let (out, marks2) = (server.out.clone(), marks.clone());
     let mut run = client(
         server.addr,
         move || {
             let cpu = process_cpu(pid);
             if syscalls {
                 counter.toggle();
+            }
+            if gofer {
+                let c = Server::counters_of(pid, &out);
+                marks2.lock().expect("marks").push(c);
             }
             cpu
         },
@@ -366,6 +421,10 @@ pub fn run_row_with(
     // The server's CPU time per round trip: steadier than the rate on a
     // shared machine, since it does not count the time the server waited.
     let per_trip_us = cpu * 1e6 / rate;
+    let cross_per_trip = match marks.lock().expect("marks").as_slice() {
+        [Some((c0, _)), Some((c1, _))] => (c1 - c0) as f64 / run.round_trips.max(1) as f64,
+        _ => f64::NAN,
+    };
     let row = Row {
         rate,
         p50_ms: q(0.5),
@@ -373,14 +432,16 @@ pub fn run_row_with(
         server_cpu: cpu,
         client_cpu: run.client_cpu.as_secs_f64() / duration.as_secs_f64(),
         cpu_per_trip_us: per_trip_us,
+        cross_per_trip,
     };
     println!(
-        "{n:>11}  {name:<6} {rate:>14.0} {:>7.3}ms {:>7.3}ms {:>10.0} % {per_trip_us:>11.2}us {:>9.0} % {:>7}",
+        "{n:>11}  {name:<6} {rate:>14.0} {:>7.3}ms {:>7.3}ms {:>10.0} % {per_trip_us:>11.2}us {:>9.0} % {:>7} {:>12}",
         q(0.5),
         q(0.99),
         cpu * 100.0,
         run.client_cpu.as_secs_f64() / duration.as_secs_f64() * 100.0,
-        run.errors
+        run.errors,
+        fmt_cross(cross_per_trip),
     );
     if syscalls {
         // How evenly the connections were served: the spread of their

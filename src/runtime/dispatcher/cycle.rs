@@ -76,9 +76,11 @@
 //! queued behind it is caught up to one long nap later (the `blocked` mark then
 //! only routes later wake-ups elsewhere, and those end the nap), and the
 //! timers of a Processer stuck in one long task are fired for it up to
-//! one long nap later. Nor does it nap long while nobody looks after the reactor
-//! (nobody waits in it, and nobody polled it for [`IO_COVERED_WITHIN`]):
-//! then its own poll may be what delivers readiness. The hog rule's
+//! one long nap later. Nor does it nap long while nobody looks after a reactor
+//! (nobody waits in it, and nobody polled it for [`IO_COVERED_WITHIN`]
+//! while its Processer is blocked with waiters that could run elsewhere,
+//! or for far longer otherwise: see the constant): then its own poll may
+//! be what delivers readiness. The hog rule's
 //! `block_timeout` is unchanged. A
 //! push that races the decision to nap long (queued after the sample, seen
 //! by the pusher before `long_nap` is set) can go unnoticed for one nap:
@@ -96,13 +98,14 @@ use std::time::{Duration, Instant};
 
 use crate::sys::lock::Mutex;
 
-use crate::runtime::processer::shared::ProcesserShared;
+use crate::runtime::processer::shared::{Kind, ProcesserShared};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::Runnable;
 use crate::runtime::time::timer;
 
 pub(crate) use crate::runtime::dispatcher::detect::watch_after;
 use crate::runtime::dispatcher::detect::{Sample, Seen, Tracing, View};
+use crate::runtime::dispatcher::rescue::cover_after;
 
 /// The sampling period backs off to at most this many dispatch intervals
 /// while no Processer is a suspect.
@@ -118,10 +121,14 @@ pub(in crate::runtime) const BACKOFF_WATCHED: u32 = 8;
 pub(in crate::runtime) const NOTHING_QUEUED_NAP: Duration = Duration::from_micros(3200);
 /// ... and to at most this many intervals for it.
 pub(in crate::runtime) const BACKOFF_NOTHING_QUEUED: u32 = 32;
-/// ... and only while the reactor is looked after: a Processer waits in
-/// it, or one polled it within this time (busy Processers poll every 61st
-/// pick). Otherwise the Dispatcher's own poll may be the one that delivers
-/// readiness (`cover_timers_and_io`), and must not wait a long nap.
+/// ... and only while every reactor is looked after: its Processer waits
+/// in it, or polled it within the time `rescue::cover_after` gives: this
+/// one for the reactor of a blocked Processer where tasks that could run
+/// elsewhere wait, the much longer `OWNER_POLLS_WITHIN` for any other
+/// (its owner polls it, every 61st pick while busy, and its own tasks
+/// wait for it anyway). Otherwise the Dispatcher's own poll may be the
+/// one that delivers readiness (`cover_timers_and_io`), and must not wait
+/// a long nap.
 pub(in crate::runtime) const IO_COVERED_WITHIN: Duration = Duration::from_millis(1);
 
 /// The Dispatcher's state, shared with the rest of the scheduler.
@@ -380,10 +387,15 @@ impl Dispatcher {
             let long_most = base
                 .saturating_mul(BACKOFF_NOTHING_QUEUED)
                 .min(NOTHING_QUEUED_NAP);
-            let io_uncovered = self
-                .shared
-                .reactor_with_sources()
-                .is_some_and(|r| !r.has_blocking_poller() && r.polled_before(IO_COVERED_WITHIN));
+            let io_uncovered = self.shared.reactors_if_made().is_some_and(|rs| {
+                procs.iter().filter(|p| p.kind == Kind::Core).any(|p| {
+                    rs.get(p.index).is_some_and(|r| {
+                        r.has_sources()
+                            && !r.has_blocking_poller()
+                            && r.polled_before(cover_after(p, r, IO_COVERED_WITHIN))
+                    })
+                })
+            });
             let nothing_to_rescue = !any_movable && !io_uncovered && long_most > short_most;
             interval = if alerted || (any_suspect && !nothing_to_rescue) {
                 base

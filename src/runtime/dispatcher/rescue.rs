@@ -41,11 +41,39 @@ use crossbeam_deque::Steal;
 use crate::runtime::context;
 use crate::runtime::dispatcher::detect::Held;
 use crate::runtime::dispatcher::{duration_nanos, Dispatcher};
+use crate::runtime::io::reactor::Reactor;
 use crate::runtime::io::BUSY_POLL;
 use crate::runtime::processer::shared::{Kind, ProcesserShared};
 use crate::runtime::shared::Shared;
 use crate::runtime::task::{self, Runnable};
 use crate::runtime::time::timer;
+
+/// How long a reactor may go unpolled before the Dispatcher polls it
+/// anyway (`cover_timers_and_io`), its owner not blocked or no waiter
+/// there that could run elsewhere: a net, far above the owner's own
+/// [`BUSY_POLL`] and above the time a loaded machine keeps a thread off
+/// its core.
+const OWNER_POLLS_WITHIN: Duration = Duration::from_millis(100);
+
+/// How long the reactor `r` of core Processer `p` may go unpolled before
+/// the Dispatcher polls it (`cover_timers_and_io`): `short` while `p` is
+/// marked blocked and tasks that could run elsewhere wait on its sockets;
+/// else [`OWNER_POLLS_WITHIN`] (at least `short`), since the owner polls
+/// its own reactor and its own tasks wait for it anyway. The nap rule of
+/// `cycle.rs` asks the same, so that the Dispatcher keeps short periods
+/// only while its poll is due soon.
+pub(in crate::runtime) fn cover_after(
+    p: &ProcesserShared,
+    r: &Reactor,
+    short: Duration,
+) -> Duration {
+    // Relaxed: samples, as every read of `blocked` here.
+    if p.blocked.load(Ordering::Relaxed) && r.has_foreign_waiters() {
+        short
+    } else {
+        OWNER_POLLS_WITHIN.max(short)
+    }
+}
 
 /// Processers the balance step looks at per cycle at most, in turns: all of
 /// them up to this many, a bounded slice of a larger table.
@@ -333,10 +361,20 @@ impl Dispatcher {
     ///   long task, cannot: fire its timers overdue by more than
     ///   [`timer::OVERDUE`] (their tasks go through the routing, which
     ///   avoids blocked Processers). A sleeping Processer wakes for its own.
-    /// - When nobody has polled the reactor for two intervals (every
-    ///   Processer busy, or blocked), poll it without waiting, and hand the
-    ///   tasks it woke out like rescued ones, in batches to the least loaded
-    ///   active Processers.
+    /// - For each core Processer marked blocked whose reactor nobody has
+    ///   polled for two intervals and where tasks that could run elsewhere
+    ///   wait (bound to another Processer, or not bound), poll it without
+    ///   waiting, and hand the tasks it woke out like rescued ones: bound
+    ///   ones to their Processers, the rest in batches to the least loaded
+    ///   active Processers. A reactor whose owner is not blocked, or where
+    ///   only the owner's own tasks wait, is its owner's to poll (waiting in
+    ///   it when idle, every `BUSY_POLL` when busy; its tasks wait for it
+    ///   anyway): polling it here would only send them back to it through
+    ///   its remote queue, a wake-up that crosses. On a loaded machine the
+    ///   OS keeps a Processer off its core mid-task for longer than the
+    ///   block timeout often, and that was most of the wake-ups still
+    ///   crossing. Only once nobody has polled it for
+    ///   [`OWNER_POLLS_WITHIN`] does the Dispatcher poll it anyway.
     pub(in crate::runtime) fn cover_timers_and_io(
         &mut self,
         procs: &[Arc<ProcesserShared>],
@@ -363,17 +401,21 @@ impl Dispatcher {
                 p.ask_look_out(crate::runtime::processer::shared::LOOK_TIMERS);
             }
         }
-        let Some(r) = s.reactor_with_sources() else {
+        let Some(reactors) = s.reactors_if_made() else {
             return;
         };
-        if !r.polled_before(interval.saturating_mul(2).max(BUSY_POLL)) {
-            return;
+        let stale = interval.saturating_mul(2).max(BUSY_POLL);
+        for p in procs.iter().filter(|p| p.kind == Kind::Core) {
+            let Some(r) = reactors.get(p.index).filter(|r| r.has_sources()) else {
+                continue;
+            };
+            if !r.polled_before(cover_after(p, r, stale)) {
+                continue;
+            }
+            if let Some(mut poller) = r.try_poll() {
+                poller.poll(Some(Duration::ZERO), &mut self.woken);
+            }
         }
-        let Some(mut poller) = r.try_poll() else {
-            return;
-        };
-        poller.poll(Some(Duration::ZERO), &mut self.woken);
-        drop(poller);
         if self.woken.is_empty() {
             return;
         }

@@ -1,10 +1,11 @@
-//! The OS layer of the reactor: one epoll instance and the eventfd that
-//! interrupts a wait on it.
+//! The OS layer of a reactor (one per core Processer): one epoll instance
+//! and the eventfd that interrupts a wait on it.
 //!
 //! Thin and Linux-only on purpose. Every socket is added once, edge
 //! triggered, for both directions (`EPOLLIN | EPOLLOUT | EPOLLRDHUP |
 //! EPOLLET`), and never modified: readiness is tracked per socket above this
-//! layer, so a wait costs no `epoll_ctl`. Waits use `epoll_pwait2`, whose
+//! layer, so a wait costs no `epoll_ctl` (a registration that moves to
+//! another Processer's reactor costs an add there and a delete here). Waits use `epoll_pwait2`, whose
 //! timeout has nanosecond resolution: the reactor's wait doubles as the
 //! timer wait of the Processer that polls, and `epoll_wait`'s whole
 //! milliseconds (rounded up) would make every timer on that Processer up to

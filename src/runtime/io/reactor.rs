@@ -1,36 +1,55 @@
-//! The reactor of one scheduler: who waits on epoll, and how readiness
-//! becomes wake-ups.
+//! The reactors of one scheduler, one per core Processer: who waits on
+//! which epoll, and how readiness becomes wake-ups.
+//!
+//! # A reactor per core Processer
+//!
+//! Started tasks stay on their Processer (they are *bound* at their first
+//! run), so their readiness should too: each core Processer owns an epoll
+//! instance and an eventfd ([`Reactor`]; the scheduler's set is
+//! [`Reactors`], indexed like the core Processers), and a socket is in the
+//! reactor of the Processer its waiting task is bound to. A Processer's
+//! poll then wakes its own tasks, which go to its own runnable queue in one
+//! batch: no push into another Processer's remote queue, no look-out
+//! request, no wake-up of another thread. What still crosses is counted
+//! (`ProcesserStats::cross_wakeups`, delivered by `Shared::push_woken`).
 //!
 //! # Who polls
 //!
-//! No thread of its own. A Processer about to sleep with nothing to run
-//! takes the *poller role* (one at a time: a `try_lock`) and sleeps in
-//! `epoll_pwait2` instead of its futex, with its next timer's deadline as
-//! the timeout; the other idle Processers sleep on their futex as before.
-//! When the wait returns, the poller hands the events to the sockets'
-//! states (a few atomic operations each) and gives the role up. The tasks
-//! the events woke go to the poller's own runnable queue, in one batch (no
-//! remote push per task), and one sleeping Processer is woken to steal if
-//! there are several (the wake chain of `processer/idle.rs` does the rest).
+//! No thread of its own. A core Processer about to sleep with nothing to
+//! run takes the *poller role* of its own reactor (a `try_lock`: the owner,
+//! its quick looks and the Dispatcher's are the only contenders) and sleeps
+//! in `epoll_pwait2` instead of its futex, with its next timer's deadline
+//! as the timeout. When the wait returns, it hands the events to the
+//! sockets' states (a few atomic operations each) and gives the role up.
+//! The tasks the events woke go to its own runnable queue, in one batch;
+//! tasks bound elsewhere (a socket shared between Processers) go to their
+//! Processers' remote pinned queues, a batch each.
 //!
-//! Busy Processers poll without waiting when nobody has polled for
-//! [`BUSY_POLL`] (looked at every 61st pick, with the new-queue check), so
-//! readiness is not left waiting while every Processer has work; the
-//! Dispatcher does the same once per cycle, which covers Processers that
-//! are all blocked. A blocked Processer never holds the poller role (it is
-//! held only inside a poll, never while a task runs), so it can never strand
-//! readiness; the tasks it woke sit in its queue, which the Dispatcher
-//! rescues like any other.
+//! A busy Processer polls its own reactor without waiting when nobody has
+//! for [`BUSY_POLL`] (looked at every 61st pick, with the new-queue check),
+//! so readiness is not left waiting while it has work. The Dispatcher polls
+//! the reactor of each Processer it marked blocked, when nobody has polled
+//! it for two of its intervals, but only while waiters that could run
+//! elsewhere (unbound tasks, tasks bound to another Processer: counted in
+//! the reactor's `foreign`) wait on its sockets: the owner's bound tasks
+//! wait for it anyway, and the Dispatcher's poll would only send them back
+//! to it through its remote queue, a wake-up that crosses. Any reactor
+//! nobody has polled for much longer (`dispatcher/rescue.rs`,
+//! `OWNER_POLLS_WITHIN`) it polls anyway: a net for a waiter the count
+//! missed (one that parked just as its socket moved away, counted in the
+//! reactor it left). A blocked Processer never holds the
+//! role (it is held only inside a poll, never while a task runs), so it can
+//! never strand readiness.
 //!
-//! Only core Processers take the role (an extra Processer or a `block_on`
-//! caller may leave for good while holding it). A core Processer that fell
-//! asleep while the reactor had nothing to poll sleeps on its futex; so
-//! every registration, made just before its task waits, checks that some
-//! core Processer is awake or in a blocking wait, and wakes a sleeping one
-//! otherwise (`Shared::ensure_poller`, which states the protocol). Without
-//! it a `block_on` caller's root task, or a task on an extra Processer,
-//! could park on a socket while every core Processer slept on its futex and
-//! the Dispatcher slept deeply: nobody would ever poll.
+//! Only core Processers wait in a reactor (an extra Processer or a
+//! `block_on` caller may leave for good). Sockets first waited on there
+//! go to a core Processer's reactor (the task's home's if it is a core
+//! one, else one chosen by descriptor number); since that Processer may
+//! sleep on its futex (its reactor had nothing to poll when it went to
+//! sleep), such a registration checks that the owner is awake or in a
+//! blocking wait, and wakes it otherwise (`Shared::ensure_poller`, which
+//! states the protocol). A registration made on a core Processer goes into
+//! its own reactor, and needs no such check: the thread is awake.
 //!
 //! To the Dispatcher a Processer in `epoll_pwait2` looks like any sleeper:
 //! `sleeping` set, no task switched in. Waking it writes the eventfd as
@@ -53,15 +72,15 @@
 //!
 //! A socket is registered the first time a task has to wait on it, once,
 //! for both directions, edge triggered; the epoll token is the address of
-//! its [`IoState`]. When the socket is dropped it is removed from epoll
-//! (before its descriptor closes), and its `IoState` is *retired*: kept
-//! alive until the end of the next poll's event handling, because an event
-//! already fetched by a wait in progress may still name it. A poll that
-//! starts after the removal cannot return the socket's events, and retired
-//! states are freed only at the end of a poll, under the poller role:
+//! its [`IoState`]. When the socket is dropped it is removed from the epoll
+//! it is in (before its descriptor closes), and its `IoState` is *retired*
+//! there: kept alive until the end of that reactor's next poll, because an
+//! event already fetched by a wait in progress may still name it. A poll
+//! that starts after the removal cannot return the socket's events, and
+//! retired states are freed only at the end of a poll, under the role:
 //!
 //! ```text
-//!  socket S dropped (any thread)          poller
+//!  socket S dropped (any thread)          poller of S's reactor
 //!  1. epoll_ctl(DEL, fd)                  1. take the role; epoll_pwait2
 //!  2. push S's state on `retired`         2. deliver each event to its state
 //!  3. close fd (the number may be reused) 3. free `retired`, give up the role
@@ -72,12 +91,54 @@
 //! waiters: a later owner of the same fd number has a state of its own and
 //! a token of its own, so a stale event never wakes it.
 //!
+//! # Moving a registration
+//!
+//! A registration records the reactor it is in (`at`). When a task bound to
+//! core Processer Q waits on it, runs on Q, and the socket is in another
+//! reactor P, the registration moves to Q (`Registration::follow`): a
+//! socket handed to a task on another Processer, a listener whose accept
+//! loop was bound elsewhere. It does not move while tasks wait on it (a
+//! listener with an acceptor per Processer, a stream read by one task and
+//! written by another: the ones already waiting were there first), nor for
+//! a migratable task (it runs wherever its readiness is polled, like an
+//! unbound task); their wake-ups cross, counted. The move, under the
+//! registration's `moving` lock (which the removal takes too):
+//!
+//! ```text
+//!  mover (on Q, its task about to wait)    P's poller (any thread)
+//!  1. epoll_ctl(ADD, fd) to Q's epoll,     1. epoll_pwait2 on P's epoll
+//!     same token (the same IoState)        2. deliver each event to its state
+//!  2. epoll_ctl(DEL, fd) from P's epoll    3. free P's `retired`
+//!  3. push the state on P's `retired`
+//!  4. at = Q
+//! ```
+//!
+//! No readiness is lost: between 1 and 2 the descriptor is in both epolls
+//! (an event then may be delivered twice, to the same state: one more tick,
+//! which only makes a task try its syscall once more); an `ADD` reports at
+//! once what the socket has ready (epoll polls the file when it inserts
+//! it), so an edge that came before step 1 and that P's poll had not
+//! fetched by step 2 is reported by Q's; and one P's poll fetched before
+//! step 2 lands on the same `IoState`, which P's `retired` keeps alive
+//! until P's poll in progress has ended (the move's retirement in P is the
+//! removal's, and the state's last reference goes only when every reactor
+//! it was retired in has polled since: each holds a count). The task then
+//! parks on the state exactly as before the move (the waiter protocol of
+//! `readiness.rs` does not depend on who delivers). Should the `ADD` fail,
+//! the registration stays where it is and the wake-up crosses.
+//!
+//! A socket dropped on one thread while a poller of another reactor is
+//! delivering to its state: the state is retired in the reactor it is in,
+//! and was retired in every reactor it left, so it outlives each poll that
+//! may name it.
+//!
 //! # Rings
 //!
 //! Under the io_uring driver each core Processer's ring descriptor is
-//! registered here too (`uring.rs`): a ring is readable when completions
-//! wait in it, so a Processer asleep (on its futex, or in this very wait)
-//! is woken when one of its tasks' operations completes. Its token is the
+//! registered in that Processer's own reactor (`uring.rs`): a ring is
+//! readable when completions wait in it, so a Processer asleep (on its
+//! futex, or in this very wait) is woken when one of its tasks' operations
+//! completes. Its token is the
 //! address of its [`RingWaker`] with the low bit set (an `IoState` address
 //! is never odd); wakers live as long as the reactor (`rings`), so a late
 //! event never names a freed one.
@@ -105,7 +166,7 @@ const RING_TAG: u64 = 1;
 /// A busy Processer polls (without waiting) when nobody has for this long.
 pub(crate) const BUSY_POLL: Duration = Duration::from_micros(50);
 
-/// The reactor of one scheduler.
+/// One core Processer's reactor (module docs).
 pub(crate) struct Reactor {
     epoll: Epoll,
     /// The poller role: held by whoever polls epoll.
@@ -114,6 +175,11 @@ pub(crate) struct Reactor {
     retired: Mutex<Vec<Arc<IoState>>>,
     /// Sockets registered now.
     registered: AtomicUsize,
+    /// Tasks parked on a socket in this reactor that can run elsewhere
+    /// than on its Processer (bound to another one, or not bound): the
+    /// Dispatcher polls the reactor of a blocked Processer only while some
+    /// wait (module docs, "Who polls"). Relaxed: a hint, with a net.
+    foreign: AtomicUsize,
     /// When a poll last ended, in nanoseconds since `epoch`.
     last_poll: AtomicU64,
     /// The role's holder is in a blocking wait (a sleeping Processer), not
@@ -133,6 +199,7 @@ impl Reactor {
             poller: Mutex::new(Events::with_capacity(EVENTS)),
             retired: Mutex::new(Vec::new()),
             registered: AtomicUsize::new(0),
+            foreign: AtomicUsize::new(0),
             last_poll: AtomicU64::new(0),
             blocking: AtomicBool::new(false),
             epoch: Instant::now(),
@@ -150,6 +217,12 @@ impl Reactor {
     pub(crate) fn polled_before(&self, d: Duration) -> bool {
         let now = self.epoch.elapsed().as_nanos() as u64;
         now.saturating_sub(self.last_poll.load(Ordering::Relaxed)) >= d.as_nanos() as u64
+    }
+
+    /// Whether tasks that could run on another thread than this reactor's
+    /// Processer wait on its sockets (a hint).
+    pub(crate) fn has_foreign_waiters(&self) -> bool {
+        self.foreign.load(Ordering::Relaxed) != 0
     }
 
     /// Whether a Processer is waiting in the reactor (holding the role for
@@ -190,13 +263,66 @@ impl Reactor {
         }
     }
 
-    fn register(self: &Arc<Self>, fd: RawFd) -> io::Result<Registration> {
-        let state = Arc::new(IoState::new());
-        self.epoll.add(fd, Arc::as_ptr(&state) as u64)?;
+    /// Adds `fd` with `state`'s address as its token.
+    fn add(&self, fd: RawFd, state: &Arc<IoState>) -> io::Result<()> {
+        self.epoll.add(fd, Arc::as_ptr(state) as u64)?;
         self.registered.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Removes `fd` (whose token is `state`'s address) and retires `state`
+    /// here: it stays alive until the end of this reactor's next poll
+    /// (module docs, "Registration lifecycle"), or goes at once when nobody
+    /// polls this reactor now.
+    fn remove(&self, fd: RawFd, state: &Arc<IoState>) {
+        let _ = self.epoll.delete(fd);
+        self.registered.fetch_sub(1, Ordering::Relaxed);
+        self.retired.lock().push(state.clone());
+        // Nobody polling (the role is free): no event fetched before the
+        // removal can be pending delivery, so retired states can go now
+        // rather than at the next poll, which may be long in coming.
+        drop(self.try_poll());
+    }
+}
+
+/// The reactors of one scheduler: one per core Processer, indexed like
+/// them (module docs, "A reactor per core Processer").
+pub(crate) struct Reactors {
+    list: Box<[Arc<Reactor>]>,
+}
+
+impl Reactors {
+    /// `n` reactors (at least one), each with its epoll and eventfd.
+    pub(crate) fn new(n: usize) -> io::Result<Reactors> {
+        let list = (0..n.max(1))
+            .map(|_| Reactor::new().map(Arc::new))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(Reactors {
+            list: list.into_boxed_slice(),
+        })
+    }
+
+    /// The reactor of core Processer `i`.
+    pub(crate) fn get(&self, i: usize) -> Option<&Arc<Reactor>> {
+        self.list.get(i)
+    }
+
+    /// The reactor a registration made outside a core Processer goes to:
+    /// the one of the task's home if that is a core Processer, else one
+    /// chosen by descriptor number, so that such sockets spread.
+    fn outside(&self, home: Option<usize>, fd: RawFd) -> usize {
+        home.filter(|&h| h < self.list.len())
+            .unwrap_or(fd.unsigned_abs() as usize % self.list.len())
+    }
+
+    fn register(self: &Arc<Self>, at: usize, fd: RawFd) -> io::Result<Registration> {
+        let state = Arc::new(IoState::new());
+        self.list[at].add(fd, &state)?;
         Ok(Registration {
             state,
-            reactor: Arc::downgrade(self),
+            reactors: Arc::downgrade(self),
+            at: AtomicUsize::new(at),
+            moving: Mutex::new(()),
             fd,
             gone: AtomicBool::new(false),
         })
@@ -291,10 +417,21 @@ pub(crate) fn shared_registration(fd: RawFd) -> Option<Arc<Registration>> {
     SHARED_LOOKUP.get().and_then(|lookup| lookup(fd))
 }
 
-/// A socket's registration with a reactor; dropping it deregisters.
+/// A socket's registration with one of its scheduler's reactors; it moves
+/// to the reactor of the Processer its waiting task is bound to (module
+/// docs, "Moving a registration"). Dropping it deregisters.
 pub(crate) struct Registration {
     state: Arc<IoState>,
-    reactor: Weak<Reactor>,
+    /// The scheduler's reactors. The `Weak` keeps their allocation, so its
+    /// address cannot be taken by another scheduler's while this lives.
+    reactors: Weak<Reactors>,
+    /// The index of the reactor the descriptor is in now. Written only under
+    /// `moving`; read Relaxed outside it as a hint (whether to move), and
+    /// under it where it matters (the move, the removal).
+    at: AtomicUsize,
+    /// Held by a move and by the removal, so that the removal takes the
+    /// descriptor out of the reactor it is in.
+    moving: Mutex<()>,
     fd: RawFd,
     /// Removed from epoll already ([`deregister`](Self::deregister)): the
     /// descriptor number may belong to someone else now, so no second
@@ -305,14 +442,31 @@ pub(crate) struct Registration {
 impl Registration {
     /// Registers `fd` with the reactor of the running task's scheduler, or
     /// returns `None` outside a task.
+    ///
+    /// On a core Processer the socket goes to that Processer's own reactor:
+    /// the running thread is awake and polls it. Elsewhere (an extra
+    /// Processer, a `block_on` caller) it goes to a core Processer's
+    /// reactor ([`Reactors::outside`]), whose owner is woken if it sleeps
+    /// on its futex (`Shared::ensure_poller`).
     pub(crate) fn for_current_task(fd: RawFd) -> io::Result<Option<Registration>> {
         let Some(sched) = context::current_scheduler() else {
             return Ok(None);
         };
-        let reactor = sched.reactor()?;
-        let reg = reactor.register(fd)?;
-        // The caller is about to wait: somebody must be polling.
-        sched.ensure_poller(reactor);
+        let reactors = sched.reactors()?;
+        let own = context::current_core_index(&sched);
+        let at = match own {
+            Some(i) if i < reactors.list.len() => i,
+            _ => {
+                // Relaxed: a hint (`NO_HOME`, out of range, picks by `fd`).
+                let home = context::current_task().map(|t| t.home.load(Ordering::Relaxed));
+                reactors.outside(home, fd)
+            }
+        };
+        let reg = reactors.register(at, fd)?;
+        if own != Some(at) {
+            // The caller is about to wait: the reactor's owner must poll.
+            sched.ensure_poller(at, &reactors.list[at]);
+        }
         Ok(Some(reg))
     }
 
@@ -363,21 +517,76 @@ impl Registration {
         let Some(task) = context::current_task() else {
             return poll_fd(self.fd, interest, deadline);
         };
-        if !self.is_home(&task) {
+        let Some(reactors) = self.home_reactors(&task) else {
             return wait_once(self.fd, interest, deadline, cancellable);
-        }
+        };
+        self.follow(&task, reactors);
+        // A waiter its reactor's Processer cannot run is counted there, so
+        // that the Dispatcher polls that reactor while its owner is blocked.
+        let at = self.at.load(Ordering::Relaxed);
+        let _foreign = (task.pin() != Some(at)).then(|| Foreign::enter(&reactors.list[at]));
         self.state
             .wait(&task, interest, deadline, self.fd, cancellable, ahead)
             .map_err(|TimedOut| io::ErrorKind::TimedOut.into())
     }
 
-    /// Whether this registration is with the reactor of `task`'s
-    /// scheduler. The `Weak` keeps the reactor's allocation, so its address
-    /// cannot be taken by another reactor while this registration lives.
-    fn is_home(&self, task: &TaskHeader) -> bool {
+    /// The reactors of `task`'s scheduler, if this registration is with
+    /// them. The `Weak` keeps their allocation, so its address cannot be
+    /// taken by another scheduler's while this registration lives.
+    fn home_reactors<'a>(&self, task: &'a TaskHeader) -> Option<&'a Arc<Reactors>> {
         task.shared
-            .reactor_if_made()
-            .is_some_and(|home| std::ptr::eq(Arc::as_ptr(home), self.reactor.as_ptr()))
+            .reactors_if_made()
+            .filter(|home| std::ptr::eq(Arc::as_ptr(home), self.reactors.as_ptr()))
+    }
+
+    /// Before `task` waits: if it is bound (or pinned) to the core
+    /// Processer running it and the socket is in another one's reactor,
+    /// move the registration here (module docs, "Moving a registration"),
+    /// unless tasks wait on it already (they were there first: a listener
+    /// with an acceptor per Processer, a stream read by a task and written
+    /// by another), in which case the wake-up crosses. Never switches (it
+    /// reads the running Processer, a thread-local).
+    #[inline(never)]
+    fn follow(&self, task: &TaskHeader, reactors: &Reactors) {
+        let Some(pin) = task.pin() else {
+            return; // migratable: runs wherever its readiness is polled
+        };
+        if self.at.load(Ordering::Relaxed) == pin || pin >= reactors.list.len() {
+            return;
+        }
+        if context::current_core_index(&task.shared) != Some(pin) {
+            return; // not on its Processer (a `block_on` root's pin, an unwind)
+        }
+        let _g = self.moving.lock();
+        let from = self.at.load(Ordering::Relaxed);
+        if from == pin || self.gone.load(Ordering::Relaxed) || self.state.has_waiters() {
+            return;
+        }
+        let (old, new) = (&reactors.list[from], &reactors.list[pin]);
+        // Into the new reactor first: the descriptor is never in neither,
+        // and epoll reports at once what is ready when it is added.
+        if new.add(self.fd, &self.state).is_err() {
+            return; // stays where it is, delivered across
+        }
+        old.remove(self.fd, &self.state);
+        self.at.store(pin, Ordering::Relaxed);
+    }
+}
+
+/// A task counted in a reactor's `foreign` for the length of its wait
+/// (an unwind out of the wait included).
+struct Foreign<'a>(&'a Reactor);
+
+impl<'a> Foreign<'a> {
+    fn enter(r: &'a Reactor) -> Foreign<'a> {
+        r.foreign.fetch_add(1, Ordering::Relaxed);
+        Foreign(r)
+    }
+}
+
+impl Drop for Foreign<'_> {
+    fn drop(&mut self) {
+        self.0.foreign.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -457,14 +666,12 @@ impl Registration {
             return;
         }
         self.state.close();
-        if let Some(r) = self.reactor.upgrade() {
-            let _ = r.epoll.delete(self.fd);
-            r.registered.fetch_sub(1, Ordering::Relaxed);
-            r.retired.lock().push(self.state.clone());
-            // Nobody polling (the role is free): no event fetched before the
-            // removal can be pending delivery, so retired states can go now
-            // rather than at the next poll, which may be long in coming.
-            drop(r.try_poll());
+        if let Some(reactors) = self.reactors.upgrade() {
+            // Under `moving`: a move in progress finishes first (and one
+            // after this sees `gone`), so the descriptor leaves the reactor
+            // it is in.
+            let _g = self.moving.lock();
+            reactors.list[self.at.load(Ordering::Relaxed)].remove(self.fd, &self.state);
         }
     }
 }

@@ -350,6 +350,12 @@ impl IoState {
         }
     }
 
+    /// Whether any task waits on this socket now (a hint: a task may link
+    /// or leave right after the lock is released).
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.waiters.lock().head.is_some()
+    }
+
     /// The socket is being closed: wake every waiter, whatever it waits for
     /// (each then finds the socket gone), and stay ready for ever.
     /// Its timer entry, if armed, is removed.

@@ -33,7 +33,7 @@
 //! `hooks` feature's calls.
 //!
 //! The ring is made at the first such operation on its Processer, and its
-//! descriptor registered with the scheduler's epoll reactor (a ring is
+//! descriptor registered with its Processer's own epoll reactor (a ring is
 //! readable when completions wait in it; with DEFER_TASKRUN an eventfd the
 //! kernel signals stands in its place: [`build_ring`]): a Processer asleep on its futex,
 //! or waiting in the reactor, is woken when a completion of one of its

@@ -158,6 +158,9 @@ impl Shared {
                     .filter(|_| !stopped)
                     .and_then(|pin| procs.binary_search_by_key(&pin, |p| p.index).ok())
                     .filter(|&i| !procs[i].retired.load(Ordering::Relaxed));
+                if let Some(i) = at {
+                    procs[i].cross_wakeups.fetch_add(1, Ordering::Relaxed);
+                }
                 match at {
                     Some(i) if i < 64 => {
                         procs[i].pinned.push(r);
@@ -352,7 +355,8 @@ impl Shared {
             // SeqCst: the waker's half of the poller protocol
             // (`runtime/io/reactor.rs`): after the CAS on `sleeping`.
             if p.in_poll.load(Ordering::SeqCst) {
-                if let Some(r) = self.reactor_if_made() {
+                // The reactor `p` waits in: its own.
+                if let Some(r) = self.reactor_of(p.index) {
                     r.wake();
                 }
             }
@@ -401,7 +405,7 @@ impl Shared {
             self.wake_proc(p);
             p.sleeper.unpark(p.thread.get());
             if p.in_poll.load(Ordering::SeqCst) {
-                if let Some(r) = self.reactor_if_made() {
+                if let Some(r) = self.reactor_of(p.index) {
                     r.wake();
                 }
             }

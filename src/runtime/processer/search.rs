@@ -281,20 +281,28 @@ impl ProcLocal {
             if let Some(t) = self.steal(STEAL_VICTIMS).or_else(|| self.pull_remote()) {
                 return Some(t);
             }
-            // Our own timers come due while we search (a round that yields
-            // the CPU may take a while on a loaded machine).
+            // Our own timers come due while we search, and readiness
+            // arrives in our own reactor, which nobody else polls for us
+            // (a round that yields the CPU may take a while on a loaded
+            // machine).
             if self.fire_timers() {
                 if let Some(t) = self.next_local() {
                     return Some(t);
                 }
             }
+            self.poll_io_busy();
+            if let Some(t) = self.next_local() {
+                return Some(t);
+            }
             if round < SPIN_ROUNDS / 2 {
                 std::hint::spin_loop();
             } else if self.timer_soon() {
-                // Sleep until the timer instead (the caller's next step):
-                // on a loaded machine a yield may hand the CPU to another
-                // process for a whole time slice, several milliseconds,
-                // and the timer would wait for it.
+                // Sleep until the timer, or in our reactor, instead (the
+                // caller's next step): on a loaded machine a yield may hand
+                // the CPU to another process for a whole time slice,
+                // several milliseconds, while the timer or the readiness
+                // of our own tasks' sockets waits for it. In the reactor
+                // the kernel wakes us at the first event.
                 break;
             } else {
                 std::thread::yield_now();
@@ -365,14 +373,10 @@ impl ProcLocal {
             return None;
         }
         let mut timeout = self.sleep_timeout();
-        // Only core Processers wait in the reactor: a block_on caller or an
-        // extra Processer may leave for good while holding the role, and
+        // Only core Processers wait in a reactor, each in its own: a
+        // block_on caller or an extra Processer may leave for good, and
         // nobody would wait there after it.
-        if let Some(r) = self
-            .sched
-            .reactor_with_sources()
-            .filter(|_| self.p.kind == Kind::Core)
-        {
+        if let Some(r) = self.own_reactor() {
             if let Some(mut poller) = r.try_poll() {
                 return self.sleep_in_poll(&mut poller, timeout);
             }

@@ -132,8 +132,8 @@ pub(crate) struct ProcesserShared {
     /// out) either by the Processer, or by the waker when its CAS failed,
     /// so exactly one of them owns the search.
     pub(crate) search_handoff: AtomicBool,
-    /// Sleeping in the reactor's wait (holding the poller role): a waker
-    /// must write the reactor's eventfd, not only unpark the thread (see
+    /// Sleeping in its own reactor's wait (holding the poller role): a
+    /// waker must write that reactor's eventfd, not only unpark the thread (see
     /// `runtime/io/reactor.rs` for both sides).
     pub(crate) in_poll: AtomicBool,
     /// Asks this (busy) Processer to look outward at its next pick rather
@@ -197,6 +197,10 @@ pub(crate) struct ProcesserShared {
     /// The metrics of [`ProcesserStats`](crate::ProcesserStats) beyond the
     /// switch counters (`processer/shared.rs`, [`Metrics`]).
     pub(crate) metrics: Metrics,
+    /// Wake-ups of tasks bound (or pinned) here that a poll made elsewhere
+    /// delivered: another Processer's reactor poll, or the Dispatcher's
+    /// (`Shared::push_woken`). Relaxed: a statistic.
+    pub(crate) cross_wakeups: AtomicU64,
 }
 
 /// A Processer's counters for `Scheduler::stats`, each with one writer (a
@@ -478,6 +482,7 @@ pub(crate) fn new_processer(index: usize, kind: Kind) -> (Arc<ProcesserShared>, 
         tid: OnceLock::new(),
         rescued: AtomicU64::new(0),
         metrics: Metrics::default(),
+        cross_wakeups: AtomicU64::new(0),
     });
     (p, runnable)
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::runtime::io::{Ring, RingWaker, BUSY_POLL};
+use crate::runtime::io::{Reactor, Ring, RingWaker, BUSY_POLL};
 use crate::runtime::processer::shared::{bump, Kind};
 use crate::runtime::task::{Runnable, TaskRef};
 use crate::runtime::time::timer::{Action, TimerQueue};
@@ -144,10 +144,19 @@ impl ProcLocal {
         }
     }
 
-    /// A busy Processer's look at the reactor: if nobody has polled for
+    /// This core Processer's own reactor, if the reactors were made and it
+    /// has sockets (or a ring) to poll for; `None` on any other Processer.
+    pub(in crate::runtime) fn own_reactor(&self) -> Option<&Arc<Reactor>> {
+        if self.p.kind != Kind::Core {
+            return None;
+        }
+        self.sched.reactor_with_sources(self.p.index)
+    }
+
+    /// A busy Processer's look at its reactor: if nobody has polled it for
     /// [`BUSY_POLL`] and the role is free, poll without waiting.
     pub(in crate::runtime) fn poll_io_busy(&self) {
-        let Some(r) = self.sched.reactor_with_sources() else {
+        let Some(r) = self.own_reactor() else {
             return;
         };
         if !r.polled_before(BUSY_POLL) {
@@ -162,11 +171,12 @@ impl ProcLocal {
         }
     }
 
-    /// Out of work: take the readiness that is already there (the role
-    /// free, no waiting), before searching other Processers (Go's
-    /// `findRunnable` does the same). Returns whether it woke any task.
+    /// Out of work: take the readiness that is already in this Processer's
+    /// reactor (the role free, no waiting), before searching other
+    /// Processers (Go's `findRunnable` does the same). Returns whether it
+    /// woke any task.
     pub(in crate::runtime) fn poll_io_now(&self) -> bool {
-        let Some(r) = self.sched.reactor_with_sources() else {
+        let Some(r) = self.own_reactor() else {
             return false;
         };
         let Some(mut poller) = r.try_poll() else {
@@ -195,12 +205,12 @@ impl ProcLocal {
         }
         self.ring
             .get_or_init(|| {
-                let reactor = self.sched.reactor().ok()?;
+                // In this Processer's own reactor, which this thread polls
+                // (it is awake: no `ensure_poller`).
+                let reactor = self.sched.reactors().ok()?.get(self.p.index)?;
                 let ring = Ring::new(reactor, RingWaker::new(self.p.clone(), &self.sched))
                     .map_err(|e| self.sched.note_ring_failure(&e))
                     .ok()?;
-                // A source now: somebody must be polling for its events.
-                self.sched.ensure_poller(reactor);
                 Some(ring)
             })
             .as_ref()
