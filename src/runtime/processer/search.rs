@@ -281,15 +281,16 @@ impl ProcLocal {
             if let Some(t) = self.steal(STEAL_VICTIMS).or_else(|| self.pull_remote()) {
                 return Some(t);
             }
-            // Our own timers come due while we search, and readiness
-            // arrives in our own reactor, which nobody else polls for us
-            // (a round that yields the CPU may take a while on a loaded
-            // machine).
+            // Our own timers come due while we search, and completions in
+            // our own ring and readiness in our own reactor arrive, which
+            // nobody else reaps or polls for us (a round that yields the
+            // CPU may take a while on a loaded machine).
             if self.fire_timers() {
                 if let Some(t) = self.next_local() {
                     return Some(t);
                 }
             }
+            self.ring_turn();
             self.poll_io_busy();
             if let Some(t) = self.next_local() {
                 return Some(t);
