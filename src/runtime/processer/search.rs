@@ -290,10 +290,10 @@ impl ProcLocal {
                     return Some(t);
                 }
             }
-            self.ring_turn();
-            self.poll_io_busy();
-            if let Some(t) = self.next_local() {
-                return Some(t);
+            if self.ring_turn() | self.poll_io_busy() {
+                if let Some(t) = self.next_local() {
+                    return Some(t);
+                }
             }
             if round < SPIN_ROUNDS / 2 {
                 std::hint::spin_loop();

@@ -153,22 +153,14 @@ impl ProcLocal {
         self.sched.reactor_with_sources(self.p.index)
     }
 
-    /// A busy Processer's look at its reactor: if nobody has polled it for
-    /// [`BUSY_POLL`] and the role is free, poll without waiting.
-    pub(in crate::runtime) fn poll_io_busy(&self) {
-        let Some(r) = self.own_reactor() else {
-            return;
-        };
-        if !r.polled_before(BUSY_POLL) {
-            return;
-        }
-        if let Some(mut poller) = r.try_poll() {
-            let mut woken = self.woken.borrow_mut();
-            poller.poll(Some(Duration::ZERO), &mut woken);
-            drop(poller);
-            bump(&self.p.metrics.reactor_polls, 1);
-            self.accept_woken(&mut woken);
-        }
+    /// A busy (or searching) Processer's look at its reactor: if nobody has
+    /// polled it for [`BUSY_POLL`], poll without waiting, as
+    /// [`poll_io_now`](Self::poll_io_now) does. Returns whether it woke any
+    /// task.
+    pub(in crate::runtime) fn poll_io_busy(&self) -> bool {
+        self.own_reactor()
+            .is_some_and(|r| r.polled_before(BUSY_POLL))
+            && self.poll_io_now()
     }
 
     /// Out of work: take the readiness that is already in this Processer's
