@@ -115,15 +115,22 @@ impl Drop for TempPath {
     }
 }
 
-/// Whether a call that waited `waited` ended by the socket timeout
-/// `timeout` rather than by `long`, a far longer one it was set to before.
+/// Whether a call that waited `waited` waited out the socket timeout
+/// `timeout`, not returning early.
 ///
 /// The kernel counts socket timeouts in jiffies and its timer may fire up
 /// to one jiffy (10 ms at `HZ=100`) before the full time, so a plain
 /// thread's `read` can return slightly early; the slack below covers that.
-pub fn waited_timeout(waited: Duration, timeout: Duration, long: Duration) -> bool {
+pub fn not_early(waited: Duration, timeout: Duration) -> bool {
     const JIFFY_SLACK: Duration = Duration::from_millis(20);
-    waited + JIFFY_SLACK >= timeout && waited < long
+    waited + JIFFY_SLACK >= timeout
+}
+
+/// Whether a call that waited `waited` ended by the socket timeout
+/// `timeout` ([`not_early`]) rather than by `long`, a far longer one it was
+/// set to before.
+pub fn waited_timeout(waited: Duration, timeout: Duration, long: Duration) -> bool {
+    not_early(waited, timeout) && waited < long
 }
 
 /// What a check saw, in order.
