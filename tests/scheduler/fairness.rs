@@ -326,3 +326,79 @@ fn a_bound_task_woken_from_another_thread_runs_within_a_few_picks_of_a_busy_proc
         "a woken bound task waited {median} picks of the yielder (median; all: {waits:?})"
     );
 }
+
+/// A burst of sleepers comes due on a Processer while tasks keep arriving
+/// from outside: once woken, the sleepers get most of the picks (three in
+/// four), not half of them, so they do not fall behind their timers for as
+/// long as the arrivals last (`bench/benches/sleep.rs`: 10,000 sleepers
+/// whose start phase overlapped their wake-ups). Counted in picks, not
+/// time: the new tasks that ran between the first sleeper and the last.
+#[test]
+fn woken_sleepers_get_most_picks_while_new_tasks_queue() {
+    const SLEEPERS: usize = 120;
+    const NEW: usize = 600;
+    let s = one_thread("fair-woken");
+    let new_ran = Arc::new(AtomicUsize::new(0));
+
+    // 1. The sleepers start (bound here) and sleep to one deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
+    let (slept_tx, slept_rx) = mpsc::channel();
+    let (ran_tx, ran_rx) = mpsc::channel();
+    let sleepers: Vec<_> = (0..SLEEPERS)
+        .map(|_| {
+            let (slept_tx, ran_tx, new_ran) = (slept_tx.clone(), ran_tx.clone(), new_ran.clone());
+            s.spawn(move || {
+                slept_tx.send(()).expect("receiver alive");
+                gofer::sleep_until(deadline);
+                ran_tx
+                    .send(new_ran.load(Ordering::Relaxed))
+                    .expect("receiver alive");
+            })
+        })
+        .collect();
+    for _ in 0..SLEEPERS {
+        slept_rx.recv_timeout(PATIENCE).expect("a sleeper started");
+    }
+
+    // 2. A task holds the thread past the deadline while new tasks queue
+    //    from here, so that both wait at once when it lets go.
+    let (stalled_tx, stalled_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let staller = s.spawn(move || {
+        stalled_tx.send(()).expect("receiver alive");
+        release_rx.recv_timeout(PATIENCE).expect("released");
+    });
+    stalled_rx.recv_timeout(PATIENCE).expect("the staller ran");
+    let news: Vec<_> = (0..NEW)
+        .map(|_| {
+            let new_ran = new_ran.clone();
+            s.spawn(move || {
+                new_ran.fetch_add(1, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    common::wait_until("the sleepers' deadline to pass", || {
+        std::time::Instant::now() > deadline
+    });
+    release_tx.send(()).expect("the staller waits");
+
+    let (mut first, mut last) = (usize::MAX, 0);
+    for _ in 0..SLEEPERS {
+        let at_run = ran_rx
+            .recv_timeout(PATIENCE)
+            .expect("a woken sleeper was starved");
+        first = first.min(at_run);
+        last = last.max(at_run);
+    }
+    let between = last - first;
+    staller.join().expect("staller returned");
+    for t in sleepers.into_iter().chain(news) {
+        t.join().expect("task returned");
+    }
+    s.shutdown();
+    eprintln!("new tasks run among {SLEEPERS} woken sleepers: {between}");
+    assert!(
+        between <= SLEEPERS / 2,
+        "{between} new tasks ran between the first and the last of {SLEEPERS} woken sleepers"
+    );
+}

@@ -40,6 +40,10 @@ pub(crate) enum Push {
     Quiet,
 }
 
+/// While woken tasks wait in the local pinned queue, it gets this many
+/// picks to the runnable queue's one (see [`ProcLocal::pick_local`]).
+pub(in crate::runtime) const WOKEN_WEIGHT: u32 = 3;
+
 /// Picks in a row the next-task slot may win over the runnable queue.
 pub(in crate::runtime) const RUNNEXT_STREAK: u8 = 3;
 
@@ -140,7 +144,19 @@ impl ProcLocal {
             }
         }
         self.streak.set(0);
-        let local = if tick & 1 == 0 {
+        // Started tasks before new ones while wake-ups wait: a burst of
+        // sleepers due while tasks keep arriving from outside would
+        // otherwise get half the picks, fall behind the timers, and wait
+        // for the arrivals to stop (their lateness grew with the burst,
+        // `bench/benches/sleep.rs`). Not strict: the runnable queue keeps
+        // one pick in WOKEN_WEIGHT + 1. Without wake-ups waiting (a yield
+        // loop, say), the two queues take turns.
+        let pinned_first = if self.woken_behind.get() > 0 {
+            tick % (WOKEN_WEIGHT + 1) != 0
+        } else {
+            tick & 1 == 0
+        };
+        let local = if pinned_first {
             self.pop_pinned().or_else(|| self.runnable.pop())
         } else {
             self.runnable.pop().or_else(|| self.pop_pinned())
@@ -183,6 +199,10 @@ impl ProcLocal {
         let t = pinned.pop_front();
         if t.is_some() {
             self.mirror_pinned(pinned.len());
+            let behind = self.woken_behind.get();
+            if behind > 0 {
+                self.woken_behind.set(behind - 1);
+            }
         }
         t
     }
@@ -211,6 +231,7 @@ impl ProcLocal {
             }
         }
         self.mirror_pinned(pinned.len());
+        self.woken_behind.set(pinned.len());
     }
 
     /// Queues the tasks a poll woke: here when this Processer may run them,
@@ -230,6 +251,7 @@ impl ProcLocal {
                 away.push(r);
             }
         }
+        self.woken_behind.set(self.pinned_local.borrow().len());
         self.sched.push_woken(&mut away);
         drop(away);
         self.sched.wake_idle_for_local_work();
@@ -277,6 +299,7 @@ impl ProcLocal {
             moved.push(t);
         }
         self.mirror_pinned(0);
+        self.woken_behind.set(0);
         drain_injector(&self.p.new, &mut moved);
         drain_injector(&self.p.pinned, &mut moved);
         for t in moved {

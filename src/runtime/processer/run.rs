@@ -66,6 +66,11 @@ pub(crate) struct ProcLocal {
     /// The local pinned queue. Every change is followed by
     /// `mirror_pinned`, which publishes its length to the Dispatcher.
     pub(in crate::runtime) pinned_local: RefCell<VecDeque<Runnable>>,
+    /// Pops of the local pinned queue until the last task woken into it (by
+    /// a firing of our timers, a poll of our reactor or ring, or another
+    /// thread) has left it; 0: none waits there. While some wait, the pick
+    /// favours the pinned queue (`queues::WOKEN_WEIGHT`).
+    pub(in crate::runtime) woken_behind: Cell<usize>,
     pub(in crate::runtime) gc: RefCell<Vec<Runnable>>,
     pub(in crate::runtime) stacks: RefCell<LocalStacks>,
     pub(in crate::runtime) tick: Cell<u32>,
@@ -158,6 +163,7 @@ impl ProcLocal {
             p,
             runnable,
             pinned_local: RefCell::new(VecDeque::new()),
+            woken_behind: Cell::new(0),
             gc: RefCell::new(Vec::new()),
             stacks: RefCell::new(LocalStacks::new(size)),
             tick: Cell::new(0),

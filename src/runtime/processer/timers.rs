@@ -105,6 +105,7 @@ impl ProcLocal {
                 }
             }
             self.mirror_pinned(pinned.len());
+            self.woken_behind.set(pinned.len());
         }
         if bufs.free.is_empty() {
             return;
