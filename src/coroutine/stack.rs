@@ -12,9 +12,12 @@
 //!   low addresses
 //! ```
 //!
-//! Each guarded stack is one `mmap` split by one `mprotect`, so the kernel
-//! keeps two mappings (VMAs) for it: `vm.max_map_count` (65,530 by default)
-//! caps a process at about 32,000 live guarded stacks. Stacks are allocated
+//! Each guarded stack is one `mmap` whose lowest page becomes a guard
+//! region with `madvise(MADV_GUARD_INSTALL)` (Linux 6.13): one mapping
+//! (VMA), which the kernel may merge with its neighbours. An older kernel
+//! gets an `mprotect(PROT_NONE)` instead, which splits the mapping in two:
+//! `vm.max_map_count` (65,530 by default) then caps a process at about
+//! 32,000 live guarded stacks, and gofer keeps to that cap on any kernel. Stacks are allocated
 //! when a task first runs, not when it is spawned, so queued tasks cost no
 //! mapping; finished tasks hand their stack back to a pool so that spawning in
 //! steady state makes no `mmap`/`munmap` call.
@@ -45,7 +48,7 @@
 
 use std::io;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::sys::lock::Mutex;
@@ -108,6 +111,45 @@ pub(crate) fn guarded_limit() -> usize {
     })
 }
 
+/// `madvise` advice that turns a range into a guard region (Linux 6.13):
+/// any access faults, as on a `PROT_NONE` page, but the mapping is not
+/// split (`include/uapi/asm-generic/mman-common.h`).
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// Whether guard pages are made with [`MADV_GUARD_INSTALL`]: unknown until
+/// the first stack is mapped, then yes or no for the process.
+static GUARD_MARKERS: AtomicU8 = AtomicU8::new(MARKERS_UNKNOWN);
+const MARKERS_UNKNOWN: u8 = 0;
+const MARKERS_YES: u8 = 1;
+const MARKERS_NO: u8 = 2;
+
+/// Makes `base..base+page`, the lowest page of a fresh stack mapping, its
+/// guard page. Returns false (errno set) if that failed.
+///
+/// With a guard marker (`MADV_GUARD_INSTALL`) the mapping stays one VMA,
+/// which the kernel may merge with its neighbours: no `mprotect` and its
+/// split under the address-space lock, and a first fault in a merged VMA
+/// finds its `anon_vma` made (without one it takes the address-space lock
+/// too). On a burst of fresh stacks on two Processers, that lock is where
+/// the time went (`bench/benches/tools/sleep_phases.rs`). A kernel without
+/// the advice (`EINVAL`) gets `mprotect`, once tried, for the process.
+fn install_guard(base: *mut libc::c_void, page: usize) -> bool {
+    if GUARD_MARKERS.load(Ordering::Relaxed) != MARKERS_NO {
+        // SAFETY: `base..base+page` lies inside a private anonymous mapping
+        // the caller just made and owns; the advice changes only it.
+        if unsafe { libc::madvise(base, page, MADV_GUARD_INSTALL) } == 0 {
+            GUARD_MARKERS.store(MARKERS_YES, Ordering::Relaxed);
+            return true;
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return false;
+        }
+        GUARD_MARKERS.store(MARKERS_NO, Ordering::Relaxed);
+    }
+    // SAFETY: as above.
+    unsafe { libc::mprotect(base, page, libc::PROT_NONE) == 0 }
+}
+
 /// Bytes per dense slab (one mapping).
 pub(crate) const SLAB_BYTES: usize = 64 << 20;
 /// The zero band at the bottom of a dense stack.
@@ -161,8 +203,7 @@ impl StackMem {
             GUARDED_LIVE.fetch_sub(1, Ordering::Relaxed);
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: `base..base+page` lies inside the mapping made just above.
-        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+        if !install_guard(base, page) {
             let e = io::Error::last_os_error();
             // SAFETY: unmapping exactly the region mapped above, which nothing
             // else references yet.
@@ -379,6 +420,21 @@ impl Drop for DenseArena {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_guard_marker_leaves_the_stack_one_mapping() {
+        let s = StackMem::new(round_to_pages(MIN_STACK_SIZE)).unwrap();
+        let (lo, hi) = s.guard();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let guard_vma = maps
+            .lines()
+            .any(|l| l.starts_with(&format!("{lo:x}-{hi:x} ---p")));
+        match GUARD_MARKERS.load(Ordering::Relaxed) {
+            MARKERS_YES => assert!(!guard_vma, "a guard marker split the mapping"),
+            MARKERS_NO => assert!(guard_vma, "no PROT_NONE guard mapping"),
+            m => panic!("guard mode {m} after a stack was mapped"),
+        }
+    }
 
     #[test]
     fn stack_layout_has_guard_below_usable_range() {

@@ -2,9 +2,10 @@
 //! allocation policy of a scheduler ([`Stacks`]) and of each Processer
 //! ([`LocalStacks`]).
 //!
-//! A fresh guarded stack costs about 30 us on a virtual machine (`mmap`,
-//! `mprotect`, page faults on first touch, and a `munmap` with its
-//! TLB-shootdown interrupts at the end), so finished stacks are recycled:
+//! A fresh guarded stack costs some tens of microseconds on a virtual
+//! machine (`mmap`, its guard page, page faults on first touch, and a
+//! `munmap` with its TLB-shootdown interrupts at the end), so finished
+//! stacks are recycled:
 //!
 //! ```text
 //!  task finishes -> Processer's local pool (LOCAL_POOL_MAX)

@@ -286,11 +286,13 @@ impl SchedulerBuilder {
     /// How many finished stacks (of the scheduler's default size) are kept
     /// for reuse, beyond the 64 each Processer keeps. Default 8192.
     ///
-    /// A fresh stack costs a `mmap`, an `mprotect`, page faults on first
-    /// touch and a `munmap` at the end (about 30 us on a virtual machine,
-    /// where the `munmap` also interrupts the other CPUs); a reused one costs
-    /// none of that. A cached stack keeps its touched pages resident and, when
-    /// guarded, two memory mappings. `0` keeps none beyond the Processers'.
+    /// A fresh stack costs a `mmap`, a guard page (`madvise` or, on kernels
+    /// before 6.13, `mprotect`), page faults on first touch and a `munmap`
+    /// at the end (some tens of microseconds on a virtual machine, where the
+    /// `munmap` also interrupts the other CPUs); a reused one costs none of
+    /// that. A cached stack keeps its touched pages resident and, when
+    /// guarded, one memory mapping (two before Linux 6.13). `0` keeps none
+    /// beyond the Processers'.
     pub fn stack_cache(mut self, stacks: usize) -> Self {
         self.stack_cache = stacks;
         self
