@@ -11,12 +11,21 @@
 //!   gave to someone else), from `/proc/self/task/<tid>/schedstat`;
 //! - with a sleep of 100 ms or more (so that no task wakes before every
 //!   task has started): the Processers' CPU time per task in the start
-//!   phase and in the wake phase (a snapshot is taken half-way).
+//!   phase and in the wake phase (a snapshot is taken half-way);
+//! - per round: the spawning thread's time to spawn, its CPU time and
+//!   voluntary waits (its joins), and the stacks mapped after the round
+//!   (a growing count means fresh stacks were mapped in it);
+//! - with `--dump DIR`: every sleeper of round N in `DIR/roundN.txt`
+//!   (deadline and wake-up in microseconds from the round's start, the
+//!   Processer it slept on and woke on), and the round's start on
+//!   `CLOCK_MONOTONIC` in `DIR/t0_N.txt` (nanoseconds), to lay beside
+//!   `perf sched record -k CLOCK_MONOTONIC` or `perf record -k
+//!   CLOCK_MONOTONIC` (what a Processer did while its sleepers waited).
 //!
 //! ```sh
 //! cargo build -p gofer-bench --release --example sleep_phases
 //! target/release/examples/sleep_phases [--sleep-ms 10] [--rounds 5] \
-//!     [--stack-cache 8192] [--migratable] [--quiet]
+//!     [--stack-cache 8192] [--migratable] [--quiet] [--dump DIR]
 //! ```
 //!
 //! The first round is a warm-up, left out of the totals.
@@ -76,6 +85,24 @@ fn processer_schedstat() -> (u64, u64) {
     sum
 }
 
+/// CPU time (nanoseconds) and voluntary context switches of the calling
+/// thread (the spawning and joining main thread).
+fn own_cpu_and_waits() -> (u64, u64) {
+    let st = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let cpu = st
+        .split_whitespace()
+        .next()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0);
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+    let waits = status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    (cpu, waits)
+}
+
 fn pick(sorted: &[Duration], q: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
@@ -86,6 +113,7 @@ struct Args {
     stack_cache: usize,
     migratable: bool,
     quiet: bool,
+    dump: Option<String>,
 }
 
 fn args() -> Args {
@@ -95,6 +123,7 @@ fn args() -> Args {
         stack_cache: gofer::DEFAULT_STACK_CACHE,
         migratable: false,
         quiet: false,
+        dump: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -109,6 +138,7 @@ fn args() -> Args {
             "--stack-cache" => a.stack_cache = num() as usize,
             "--migratable" => a.migratable = true,
             "--quiet" => a.quiet = true,
+            "--dump" => a.dump = Some(it.next().expect("--dump takes a directory")),
             _ => panic!("unknown argument {arg}"),
         }
     }
@@ -135,6 +165,7 @@ fn main() {
     for round in 0..=a.rounds {
         let out = Arc::new(Mutex::new(Vec::with_capacity(TASKS)));
         let s0 = processer_schedstat();
+        let m0 = own_cpu_and_waits();
         let t0 = Instant::now();
         let hs: Vec<_> = (0..TASKS)
             .map(|_| {
@@ -154,6 +185,7 @@ fn main() {
                 })
             })
             .collect();
+        let spawned = t0.elapsed();
         let mid = (sleep >= Duration::from_millis(100)).then(|| {
             std::thread::sleep((t0 + sleep / 2).saturating_duration_since(Instant::now()));
             processer_schedstat()
@@ -162,6 +194,7 @@ fn main() {
             h.join().unwrap();
         }
         let s1 = processer_schedstat();
+        let m1 = own_cpu_and_waits();
         let mut naps = std::mem::take(&mut *out.lock().unwrap());
         let mut late: Vec<Duration> = naps.iter().map(|n| n.woke - n.deadline).collect();
         late.sort();
@@ -178,6 +211,28 @@ fn main() {
             continue;
         }
         naps.sort_by_key(|n| n.deadline);
+        if let Some(dir) = &a.dump {
+            let mut text = String::new();
+            for n in &naps {
+                text += &format!(
+                    "{} {} {} {}\n",
+                    (n.deadline - t0).as_micros(),
+                    (n.woke - t0).as_micros(),
+                    n.slept_on,
+                    n.woke_on
+                );
+            }
+            std::fs::write(format!("{dir}/round{round}.txt"), text).unwrap();
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid, writable timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+            let mono_now = ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128;
+            let t0_mono = mono_now - t0.elapsed().as_nanos();
+            std::fs::write(format!("{dir}/t0_{round}.txt"), format!("{t0_mono}")).unwrap();
+        }
         let (first, last) = (naps[0].deadline, naps[naps.len() - 1].deadline);
         let moved = naps.iter().filter(|n| n.slept_on != n.woke_on).count();
         println!(
@@ -191,6 +246,12 @@ fn main() {
             late[late.len() - 1],
             Duration::from_nanos(s1.0 - s0.0),
             Duration::from_nanos(s1.1 - s0.1),
+        );
+        println!(
+            "  spawner: spawned in {spawned:.2?}; cpu {:.2?} in the round, {} waits; {} stacks mapped",
+            Duration::from_nanos(m1.0 - m0.0),
+            m1.1 - m0.1,
+            sched.stats().live_stacks
         );
         let mut threads: Vec<usize> = naps.iter().map(|n| n.woke_on).collect();
         threads.sort_unstable();
