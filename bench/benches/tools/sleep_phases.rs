@@ -20,12 +20,15 @@
 //!   Processer it slept on and woke on), and the round's start on
 //!   `CLOCK_MONOTONIC` in `DIR/t0_N.txt` (nanoseconds), to lay beside
 //!   `perf sched record -k CLOCK_MONOTONIC` or `perf record -k
-//!   CLOCK_MONOTONIC` (what a Processer did while its sleepers waited).
+//!   CLOCK_MONOTONIC` (what a Processer did while its sleepers waited);
+//! - with `--prewarm` (and a `--stack-cache` that keeps them): the stacks
+//!   every round can need are mapped before the first, so that no round
+//!   maps fresh ones (what fresh stacks cost a round).
 //!
 //! ```sh
 //! cargo build -p gofer-bench --release --example sleep_phases
 //! target/release/examples/sleep_phases [--sleep-ms 10] [--rounds 5] \
-//!     [--stack-cache 8192] [--migratable] [--quiet] [--dump DIR]
+//!     [--stack-cache 8192] [--migratable] [--quiet] [--dump DIR] [--prewarm]
 //! ```
 //!
 //! The first round is a warm-up, left out of the totals.
@@ -34,6 +37,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const TASKS: usize = 10_000;
+/// Stacks `--prewarm` maps before the rounds.
+const PREWARM: usize = TASKS + 500;
 
 /// One sleeper's record.
 #[derive(Clone, Copy)]
@@ -114,6 +119,7 @@ struct Args {
     migratable: bool,
     quiet: bool,
     dump: Option<String>,
+    prewarm: bool,
 }
 
 fn args() -> Args {
@@ -124,6 +130,7 @@ fn args() -> Args {
         migratable: false,
         quiet: false,
         dump: None,
+        prewarm: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -138,6 +145,7 @@ fn args() -> Args {
             "--stack-cache" => a.stack_cache = num() as usize,
             "--migratable" => a.migratable = true,
             "--quiet" => a.quiet = true,
+            "--prewarm" => a.prewarm = true,
             "--dump" => a.dump = Some(it.next().expect("--dump takes a directory")),
             _ => panic!("unknown argument {arg}"),
         }
@@ -158,6 +166,26 @@ fn main() {
         b = unsafe { b.migrate_started_tasks(true) };
     }
     let sched = b.build().unwrap();
+    if a.prewarm {
+        // As many stacks as the rounds can need, mapped before them (tasks
+        // that park until every one has its stack).
+        let (tx, rx) = gofer::chan::unbounded::<()>();
+        let hs: Vec<_> = (0..PREWARM)
+            .map(|_| {
+                let rx = rx.clone();
+                sched.spawn(move || {
+                    let _ = rx.recv();
+                })
+            })
+            .collect();
+        while sched.stats().live_stacks < PREWARM {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(tx);
+        for h in hs {
+            h.join().unwrap();
+        }
+    }
     let sleep = a.sleep;
     let mut all = Vec::new();
     let (mut cpu, mut wait) = (0u64, 0u64);
