@@ -194,15 +194,18 @@ fn answer(input: &[u8], out: &mut Vec<u8>) -> (bool, usize) {
                 } else {
                     (NOT_FOUND, NOT_FOUND_BODY)
                 };
-                out.extend_from_slice(head);
-                out.extend_from_slice(match (keep_alive, http10) {
+                let end: &[u8] = match (keep_alive, http10) {
                     (false, _) => CLOSE,
                     (true, true) => KEEP_ALIVE,
                     (true, false) => b"\r\n",
-                });
-                if !head_only {
-                    out.extend_from_slice(body);
-                }
+                };
+                let body = if head_only { &b""[..] } else { body };
+                // One allocation for the response (a released `out` is
+                // empty: growing it piece by piece reallocated it).
+                out.reserve(head.len() + end.len() + body.len());
+                out.extend_from_slice(head);
+                out.extend_from_slice(end);
+                out.extend_from_slice(body);
                 at += len;
                 if !keep_alive {
                     break false;
