@@ -17,10 +17,10 @@
 //! (VMA), which the kernel may merge with its neighbours. An older kernel
 //! gets an `mprotect(PROT_NONE)` instead, which splits the mapping in two:
 //! `vm.max_map_count` (65,530 by default) then caps a process at about
-//! 32,000 live guarded stacks, and gofer keeps to that cap on any kernel. Stacks are allocated
-//! when a task first runs, not when it is spawned, so queued tasks cost no
-//! mapping; finished tasks hand their stack back to a pool so that spawning in
-//! steady state makes no `mmap`/`munmap` call.
+//! 32,000 live guarded stacks, and gofer keeps to that cap on any kernel.
+//! Stacks are allocated when a task first runs, not when it is spawned, so
+//! queued tasks cost no mapping; finished tasks hand their stack back to a
+//! pool so that spawning in steady state makes no `mmap`/`munmap` call.
 //!
 //! # Dense stacks
 //!

@@ -56,6 +56,12 @@ fn tasks_queued_behind_a_kernel_blocked_task_start_elsewhere() {
             sched.spawn(move || tx.send(("queued", started())).unwrap())
         })
         .collect();
+    // Whether the block was already caught when the spawns were done: if
+    // not, they went to the only thread there was, the blocked one, and a
+    // rescue is what moved them; if so (this thread was held up past the
+    // detection, on a loaded machine), they may have gone straight to the
+    // extra thread.
+    let caught_before_spawns = sched.stats().blocked_detections > 0;
     for _ in 0..3 {
         let (name, s) = rx.recv().unwrap();
         assert_eq!(name, "queued");
@@ -76,7 +82,10 @@ fn tasks_queued_behind_a_kernel_blocked_task_start_elsewhere() {
     assert!(woke.duration_since(b.at) >= block);
     let stats = sched.stats();
     assert!(stats.blocked_detections >= 1);
-    assert!(stats.tasks_rescued >= 1);
+    assert!(
+        caught_before_spawns || stats.tasks_rescued >= 1,
+        "the queued tasks left the blocked thread without a rescue"
+    );
     assert!(stats.threads_started >= 2, "an extra thread was started");
     sched.shutdown();
 }
