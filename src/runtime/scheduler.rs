@@ -152,12 +152,7 @@ impl SchedulerBuilder {
         crate::coroutine::panic_hook::label_tasks_with(super::context::label_current);
         crate::coroutine::panic_hook::install();
         crate::hooks::keep();
-        // crossbeam's epoch collector is made once per process, at its first
-        // use, behind a `Once`; make it here, before any task of this
-        // scheduler runs, so that no steal in a task (or in the Dispatcher)
-        // is ever the one that waits for it (`scripts/check_tls_switch.py`
-        // counts on it).
-        let _ = crossbeam_deque::Worker::<u8>::new_fifo().stealer().steal();
+        make_epoch_collector();
         let shared = Shared::new(config);
         for started in 0..shared.config.min_threads {
             if let Err(e) = shared.start_processer(Kind::Core) {
@@ -250,4 +245,18 @@ pub(crate) fn current_or_default_shared() -> Result<Arc<Shared>, SpawnError> {
             .map(|s| s.handle.shared.clone())
             .map_err(SpawnError::DefaultScheduler),
     }
+}
+
+/// crossbeam's epoch collector is made once per process, at its first use,
+/// behind a `Once`: make it in `build`, before any task of the scheduler
+/// runs, so that no steal in a task (or in the Dispatcher) is ever the one
+/// that waits for it (`scripts/check_tls_switch.py` counts on it).
+///
+/// A function of its own, never inlined: the steal reads crossbeam's
+/// thread-local handle, and `build` reaches a switch under the hooks
+/// feature (a hooked `fcntl` in `fd_table::reserve`), so that read must not
+/// land in `build`'s own body (the same check).
+#[inline(never)]
+fn make_epoch_collector() {
+    let _ = crossbeam_deque::Worker::<u8>::new_fifo().stealer().steal();
 }
