@@ -223,6 +223,7 @@ impl ProcLocal {
             return;
         }
         let mut pinned = self.pinned_local.borrow_mut();
+        let before = pinned.len();
         loop {
             match self.p.pinned.steal() {
                 Steal::Success(t) => pinned.push_back(t),
@@ -231,7 +232,17 @@ impl ProcLocal {
             }
         }
         self.mirror_pinned(pinned.len());
-        self.woken_behind.set(pinned.len());
+        self.woken_into_pinned(before, pinned.len());
+    }
+
+    /// Woken tasks went to the back of the local pinned queue, which held
+    /// `before` tasks and now holds `len`: the pick favours that queue until
+    /// the last of them has left it (`pick_local`).
+    #[inline]
+    pub(in crate::runtime) fn woken_into_pinned(&self, before: usize, len: usize) {
+        if len > before {
+            self.woken_behind.set(len);
+        }
     }
 
     /// Queues the tasks a poll woke: here when this Processer may run them,
@@ -242,6 +253,7 @@ impl ProcLocal {
             return;
         }
         let mut away = self.woken_away.borrow_mut();
+        let before = self.pinned_local.borrow().len();
         for r in woken.drain(..) {
             if !Arc::ptr_eq(&self.sched, &r.header().shared) {
                 context::schedule(r); // another scheduler's
@@ -251,7 +263,7 @@ impl ProcLocal {
                 away.push(r);
             }
         }
-        self.woken_behind.set(self.pinned_local.borrow().len());
+        self.woken_into_pinned(before, self.pinned_local.borrow().len());
         self.sched.push_woken(&mut away);
         drop(away);
         self.sched.wake_idle_for_local_work();

@@ -94,6 +94,7 @@ impl ProcLocal {
         let chaos = self.sched.config.chaos;
         {
             let mut pinned = self.pinned_local.borrow_mut();
+            let before = pinned.len();
             for r in bufs.woken.drain(..) {
                 let h = r.header();
                 debug_assert!(Arc::ptr_eq(&self.sched, &h.shared));
@@ -105,7 +106,7 @@ impl ProcLocal {
                 }
             }
             self.mirror_pinned(pinned.len());
-            self.woken_behind.set(pinned.len());
+            self.woken_into_pinned(before, pinned.len());
         }
         if bufs.free.is_empty() {
             return;
