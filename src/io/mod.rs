@@ -54,6 +54,10 @@ use crate::runtime::io::{ring_poll, wait_once, Interest};
 /// entry on its Processer's ring instead (no duplicate). On a plain
 /// thread it waits in `poll(2)`. A descriptor epoll cannot watch (a regular
 /// file) counts as always ready.
+///
+/// As with `poll(2)` on a thread, input that another reader of the same
+/// socket takes before this wait looks may go unseen: the wait then goes on
+/// until more arrives.
 pub fn wait_readable(fd: &impl AsFd, timeout: Option<Duration>) -> io::Result<()> {
     wait(fd.as_fd().as_raw_fd(), Interest::Read, timeout)
 }
