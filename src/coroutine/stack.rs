@@ -134,11 +134,14 @@ const MARKERS_NO: u8 = 2;
 /// the time went (`bench/benches/tools/sleep_phases.rs`). A kernel without
 /// the advice (`EINVAL`) gets `mprotect`, once tried, for the process.
 fn install_guard(base: *mut libc::c_void, page: usize) -> bool {
-    if GUARD_MARKERS.load(Ordering::Relaxed) != MARKERS_NO {
+    let mode = GUARD_MARKERS.load(Ordering::Relaxed);
+    if mode != MARKERS_NO {
         // SAFETY: `base..base+page` lies inside a private anonymous mapping
         // the caller just made and owns; the advice changes only it.
         if unsafe { libc::madvise(base, page, MADV_GUARD_INSTALL) } == 0 {
-            GUARD_MARKERS.store(MARKERS_YES, Ordering::Relaxed);
+            if mode == MARKERS_UNKNOWN {
+                GUARD_MARKERS.store(MARKERS_YES, Ordering::Relaxed);
+            }
             return true;
         }
         if io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {

@@ -199,10 +199,8 @@ impl ProcLocal {
         let t = pinned.pop_front();
         if t.is_some() {
             self.mirror_pinned(pinned.len());
-            let behind = self.woken_behind.get();
-            if behind > 0 {
-                self.woken_behind.set(behind - 1);
-            }
+            self.woken_behind
+                .set(self.woken_behind.get().saturating_sub(1));
         }
         t
     }
