@@ -19,6 +19,20 @@ fn one_thread(name: &str) -> Scheduler {
         .expect("valid scheduler config")
 }
 
+/// Spawns a task that holds the one Processer's thread (blocked in a
+/// channel receive) until the returned sender sends, and returns once it
+/// runs: whatever is queued meanwhile waits for it.
+fn stall(s: &Scheduler) -> (gofer::JoinHandle<()>, mpsc::Sender<()>) {
+    let (stalled_tx, stalled_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let staller = s.spawn(move || {
+        stalled_tx.send(()).expect("receiver alive");
+        release_rx.recv_timeout(PATIENCE).expect("released");
+    });
+    stalled_rx.recv_timeout(PATIENCE).expect("the staller ran");
+    (staller, release_tx)
+}
+
 /// The Processer looks at its new queue at least every 61 picks; allow a
 /// wide margin for the picks between the push and our reading of the count.
 const YIELD_BOUND: u64 = 500;
@@ -237,13 +251,7 @@ fn a_batch_of_bound_tasks_woken_from_outside_runs_within_a_bounded_number_of_yie
 
     // 3. A task holds the Processer's thread while this thread wakes every
     //    sleeper, so that all of them wait in the remote queue at once.
-    let (stalled_tx, stalled_rx) = mpsc::channel();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let staller = s.spawn(move || {
-        stalled_tx.send(()).expect("receiver alive");
-        release_rx.recv_timeout(PATIENCE).expect("released");
-    });
-    stalled_rx.recv_timeout(PATIENCE).expect("the staller ran");
+    let (staller, release_tx) = stall(&s);
     go_on.store(true, Ordering::Release);
     for h in &handles {
         h.unpark();
@@ -362,13 +370,7 @@ fn woken_sleepers_get_most_picks_while_new_tasks_queue() {
 
     // 2. A task holds the thread past the deadline while new tasks queue
     //    from here, so that both wait at once when it lets go.
-    let (stalled_tx, stalled_rx) = mpsc::channel();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let staller = s.spawn(move || {
-        stalled_tx.send(()).expect("receiver alive");
-        release_rx.recv_timeout(PATIENCE).expect("released");
-    });
-    stalled_rx.recv_timeout(PATIENCE).expect("the staller ran");
+    let (staller, release_tx) = stall(&s);
     let news: Vec<_> = (0..NEW)
         .map(|_| {
             let new_ran = new_ran.clone();
